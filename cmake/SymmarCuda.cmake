@@ -1,0 +1,24 @@
+# CUDA backend: kernels for every architecture in CMAKE_CUDA_ARCHITECTURES, compiled with warnings
+# as errors and a hard failure on register spills. The runtime is linked statically and the driver
+# is reached through cudaGetDriverEntryPointByVersion, so nothing links libcuda.
+if(SYMMAR_WITH_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(SYMMAR_CUDA_FLAGS
+        --Werror all-warnings
+        -Xptxas=--warn-on-spills,--warning-as-error
+        -Xcompiler=-Wall,-Wextra
+        --expt-relaxed-constexpr)
+  else()
+    message(WARNING "No CUDA compiler found: building the host backend only")
+    set(SYMMAR_WITH_CUDA OFF)
+  endif()
+endif()
+if(NOT SYMMAR_WITH_CUDA)
+  set(SYMMAR_WITH_NCCL OFF)
+endif()

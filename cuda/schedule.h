@@ -1,0 +1,98 @@
+// The schedule every executor follows, written once for the CUDA kernels (nvcc) and the host
+// executors (the host compiler): which rank owns which slice, per-block ranges, the vector body and
+// scalar tail, chunking through the staging buffer, and barrier slot and epoch arithmetic.
+// Unit-tested on the CPU (tests/unit/schedule_test.cc).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define SYMMAR_HD __host__ __device__ __forceinline__
+#else
+#define SYMMAR_HD inline
+#endif
+
+namespace symmar {
+namespace sched {
+
+/// Bytes moved by one vector access (uint4 on the GPU).
+constexpr size_t kVecBytes = 16;
+/// Distance between two signal flags: a flag never shares a cache line (or GPU sector group) with another.
+constexpr size_t kFlagStride = 128;
+/// Barrier slots per block: a start slot (inputs published) and an end slot (peers done reading).
+constexpr int kBarrierSlots = 2;
+constexpr int kSlotStart = 0;
+constexpr int kSlotEnd = 1;
+/// Most blocks a kernel launches per rank; sizes the signal pad.
+constexpr int kMaxBlocks = 64;
+/// Signal pad bytes per rank: every (block, slot) flag.
+constexpr size_t kSignalPadBytes = static_cast<size_t>(kMaxBlocks) * kBarrierSlots * kFlagStride;
+
+/// Half-open element range [begin, end).
+struct Range {
+  size_t begin;
+  size_t end;
+  SYMMAR_HD size_t size() const { return end - begin; }
+};
+
+SYMMAR_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
+
+/// Elements in one vector (elem_size is 2, 4 or 8).
+SYMMAR_HD size_t vecElems(size_t elem_size) { return kVecBytes / elem_size; }
+
+/// Splits [base, base+count) into parts of whole vectors (the last part keeps the partial vector),
+/// balanced to within one vector. Every part begins at base + a multiple of vec elements.
+SYMMAR_HD Range splitRange(size_t base, size_t count, int parts, int part, size_t vec) {
+  size_t vecs = (count + vec - 1) / vec;
+  size_t per = vecs / static_cast<size_t>(parts);
+  size_t extra = vecs % static_cast<size_t>(parts);
+  size_t p = static_cast<size_t>(part);
+  size_t first = p * per + minSize(p, extra);
+  size_t n = per + (p < extra ? 1 : 0);
+  return Range{base + minSize(first * vec, count), base + minSize((first + n) * vec, count)};
+}
+
+/// The slice rank `rank` owns (reduces in two-shot, gathers from in the all-gather).
+SYMMAR_HD Range rankSlice(size_t count, int world, int rank, size_t vec) { return splitRange(0, count, world, rank, vec); }
+
+/// The part of r that block `block` of `nblocks` handles; r.begin must be vector-aligned.
+SYMMAR_HD Range blockRange(Range r, int block, int nblocks, size_t vec) {
+  return splitRange(r.begin, r.size(), nblocks, block, vec);
+}
+
+/// End of the whole-vector body of r; [vecBodyEnd, r.end) is the scalar tail (< vec elements).
+SYMMAR_HD size_t vecBodyEnd(Range r, size_t vec) { return r.begin + (r.size() / vec) * vec; }
+
+/// The staging buffer is used as two halves (double buffering: one-shot alternates them, two-shot
+/// keeps inputs in half 0 and reduced slices in half 1). Bytes of one half, vector-aligned.
+SYMMAR_HD size_t stagingHalfBytes(size_t staging_bytes) { return staging_bytes / 2 / kVecBytes * kVecBytes; }
+SYMMAR_HD size_t stagingHalfOffset(size_t staging_bytes, int half) {
+  return static_cast<size_t>(half) * stagingHalfBytes(staging_bytes);
+}
+
+/// Elements per chunk: as many as fit in one staging half, a multiple of world * vec so every
+/// rank's slice of a full chunk is whole vectors. 0 means the staging buffer is too small.
+SYMMAR_HD size_t chunkElems(size_t staging_bytes, size_t elem_size, int world) {
+  size_t unit = vecElems(elem_size) * static_cast<size_t>(world);
+  return stagingHalfBytes(staging_bytes) / elem_size / unit * unit;
+}
+SYMMAR_HD size_t numChunks(size_t count, size_t chunk_elems) {
+  return count == 0 ? 0 : (count + chunk_elems - 1) / chunk_elems;
+}
+SYMMAR_HD Range chunkRange(size_t count, size_t chunk_elems, size_t chunk) {
+  size_t begin = chunk * chunk_elems;
+  return Range{minSize(begin, count), minSize(begin + chunk_elems, count)};
+}
+
+/// Byte offset of the flag of (block, slot) inside a rank's signal pad.
+SYMMAR_HD size_t flagOffset(int block, int slot) {
+  return (static_cast<size_t>(block) * kBarrierSlots + static_cast<size_t>(slot)) * kFlagStride;
+}
+
+/// Barrier epochs are 32-bit and wrap; each barrier advances the epoch by one.
+SYMMAR_HD uint32_t nextEpoch(uint32_t epoch) { return epoch + 1u; }
+/// True when a flag holding `seen` has reached `target`, across wrap (ranks are never 2^31 apart).
+SYMMAR_HD bool epochReached(uint32_t seen, uint32_t target) { return static_cast<int32_t>(seen - target) >= 0; }
+
+}  // namespace sched
+}  // namespace symmar

@@ -1,0 +1,185 @@
+/**
+ * @file symmar.h
+ * @brief symmar C ABI: one intra-node allreduce that picks the fastest correct algorithm.
+ *
+ * Every function returns a ::symmarResult_t (unless stated), never throws, never exits and never
+ * prints except through the logger (SYMMAR_DEBUG). Names and signatures are stable.
+ */
+#ifndef SYMMAR_SYMMAR_H_
+#define SYMMAR_SYMMAR_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SYMMAR_MAJOR 0
+#define SYMMAR_MINOR 1
+#define SYMMAR_PATCH 0
+/** Version as major*10000 + minor*100 + patch. */
+#define SYMMAR_VERSION_CODE (SYMMAR_MAJOR * 10000 + SYMMAR_MINOR * 100 + SYMMAR_PATCH)
+
+/** Result codes. */
+typedef enum {
+  symmarSuccess = 0,
+  symmarInvalidArgument = 1, /**< null pointer, bad count/dtype/op/rank, misuse of a buffer */
+  symmarInvalidUsage = 2,    /**< wrong call order or state, e.g. call on a failed comm */
+  symmarUnsupported = 3,     /**< no algorithm (fallback included) can serve the request */
+  symmarSystemError = 4,     /**< an OS call failed: socket, memfd, mmap, ... */
+  symmarCudaError = 5,       /**< CUDA runtime or driver failure, or no usable GPU for a GPU comm */
+  symmarNcclError = 6,       /**< the NCCL fallback failed */
+  symmarTimeout = 7,         /**< a peer did not arrive within the comm's timeout */
+  symmarPeerFailure = 8,     /**< a peer disconnected or aborted */
+  symmarOutOfMemory = 9,
+  symmarInternalError = 10,
+  symmarNumResults
+} symmarResult_t;
+
+/** Element types. fp16 and bf16 are reduced with fp32 accumulation. */
+typedef enum {
+  symmarFloat32 = 0,
+  symmarFloat16 = 1,
+  symmarBfloat16 = 2,
+  symmarInt32 = 3,
+  symmarFloat64 = 4,
+  symmarNumTypes
+} symmarDataType_t;
+
+/** Reduction operators. */
+typedef enum { symmarSum = 0, symmarMax = 1, symmarMin = 2, symmarNumOps } symmarRedOp_t;
+
+/** Algorithms; symmarAlgoAuto lets the planner choose from the tables. */
+typedef enum {
+  symmarAlgoAuto = 0,
+  symmarAlgoOneShot = 1,  /**< every rank reads all peers' buffers and reduces */
+  symmarAlgoTwoShot = 2,  /**< reduce-scatter by loads, then all-gather */
+  symmarAlgoMultimem = 3, /**< NVLink SHARP: multimem.ld_reduce + multimem.st (NVSwitch, SM90+) */
+  symmarAlgoNccl = 4,     /**< ncclAllReduce (GPU fallback) */
+  symmarAlgoMpi = 5,      /**< MPI_Allreduce (host fallback, needs libsymmar_mpi) */
+  symmarNumAlgos
+} symmarAlgo_t;
+
+/** How the ranks' memories are connected. */
+typedef enum {
+  symmarLinkUnknown = 0,
+  symmarLinkNvSwitch = 1,
+  symmarLinkNvLink = 2,
+  symmarLinkPcie = 3,
+  symmarLinkHostMemory = 4
+} symmarLink_t;
+
+#define SYMMAR_DEVICE_CPU (-1)  /**< host backend: buffers are host memory, stream must be NULL */
+#define SYMMAR_DEVICE_AUTO (-2) /**< the current CUDA device if there is one, else the host backend */
+
+#define SYMMAR_UNIQUE_ID_BYTES 128
+/** Opaque rendezvous token made by symmarGetUniqueId on one rank and shared with all others. */
+typedef struct {
+  char internal[SYMMAR_UNIQUE_ID_BYTES];
+} symmarUniqueId;
+
+/** Opaque communicator handle. */
+typedef struct symmarComm* symmarComm_t;
+
+/** Communicator configuration; start from SYMMAR_CONFIG_INIT. */
+typedef struct {
+  size_t size;          /**< sizeof(symmarConfig_t): lets the struct grow without breaking the ABI */
+  int device;           /**< CUDA ordinal, SYMMAR_DEVICE_CPU or SYMMAR_DEVICE_AUTO */
+  size_t staging_bytes; /**< symmetric staging buffer per rank; 0 = library default */
+  int timeout_ms;       /**< bound on every wait (bootstrap, barriers); 0 = default; <0 = invalid */
+  const char* table_file; /**< optional tuning-table file; NULL = env SYMMAR_TABLE_FILE or built-in */
+} symmarConfig_t;
+
+/** A valid config with every field at its default: `symmarConfig_t cfg = SYMMAR_CONFIG_INIT;` */
+#define SYMMAR_CONFIG_INIT \
+  { sizeof(symmarConfig_t), SYMMAR_DEVICE_AUTO, 0, 0, NULL }
+
+/** Describes a machine without touching it: used by the planner, the tuner, tools and tests. */
+typedef struct {
+  int cc_major, cc_minor; /**< compute capability; 0,0 for the host backend */
+  symmarLink_t link;
+  int world_size;
+  int multicast; /**< 1 if every rank can join a multicast object */
+} symmarTopology_t;
+
+/** Static name of a result code ("symmarTimeout", ...); "unknown result" for out-of-range codes. */
+const char* symmarGetErrorString(symmarResult_t result);
+/** Detail of this comm's last failure ("" if none). NULL comm: the calling thread's last failure. */
+const char* symmarGetLastError(symmarComm_t comm);
+/** Writes SYMMAR_VERSION_CODE of the loaded library. */
+symmarResult_t symmarGetVersion(int* version);
+/** "auto","oneshot","twoshot","multimem","nccl","mpi"; "unknown" for out-of-range values. */
+const char* symmarAlgoName(symmarAlgo_t algo);
+
+/** Creates a rendezvous id; call on one rank (normally rank 0's process) and share it. */
+symmarResult_t symmarGetUniqueId(symmarUniqueId* id);
+/** Collective: every rank calls with the same id and nranks. config may be NULL (defaults). */
+symmarResult_t symmarCommInitRank(symmarComm_t* comm, int nranks, symmarUniqueId id, int rank,
+                                  const symmarConfig_t* config);
+
+/**
+ * Engine-supplied allgather: gathers bytes_per_rank bytes from every rank into recvbuf (rank order).
+ * Returns 0 on success. It must stay callable for the comm's lifetime (collective memory calls use it).
+ */
+typedef int (*symmarAllGatherFn)(const void* sendbuf, void* recvbuf, size_t bytes_per_rank, void* user);
+/** Collective: creates a comm through the engine's own allgather (e.g. its process group). */
+symmarResult_t symmarCommInitExternal(symmarComm_t* comm, int nranks, int rank, symmarAllGatherFn allgather,
+                                      void* user, const symmarConfig_t* config);
+/**
+ * Creates nranks comms in this process (devices may repeat; NULL = config's device for all).
+ * On the host backend each comm's collectives must then be called from its own thread.
+ */
+symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* devices, const symmarConfig_t* config);
+/** Releases everything the comm holds; valid on a failed comm. Not collective. */
+symmarResult_t symmarCommDestroy(symmarComm_t comm);
+/** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none. */
+symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error);
+/** The comm's probed topology. */
+symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo);
+/** Uses the engine's ncclComm_t as the comm's fallback (not owned). */
+symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm);
+
+/** Collective: allocates a symmetric buffer (same offset on every rank); inputs in it are zero-copy. */
+symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr);
+/** Collective: frees a buffer from symmarMemAlloc. */
+symmarResult_t symmarMemFree(symmarComm_t comm, void* ptr);
+
+/** Pure planner: what symmarAlgoAuto would run for this request on this topology. */
+symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                          symmarAlgo_t* algo);
+/** What the comm would run (its real topology, its loaded tables, its available fallback). */
+symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                              symmarAlgo_t* algo);
+
+/**
+ * Allreduce of count elements. sendbuf == recvbuf is in place; count == 0 is a no-op. The result is
+ * bitwise identical on every rank. Host backend: complete on return, stream must be NULL. GPU:
+ * stream-ordered on the cudaStream_t, capturable in a CUDA graph.
+ */
+symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
+                               symmarRedOp_t op, symmarComm_t comm, void* stream);
+/** As symmarAllReduce with one algorithm forced; symmarUnsupported if it cannot serve. */
+symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
+                                   symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream);
+
+/* ---- Additions beyond the core contract ---- */
+
+/** A host fallback allreduce (what libsymmar_mpi installs for symmarAlgoMpi). Returns a result code. */
+typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* recvbuf, size_t count,
+                                                    symmarDataType_t dtype, symmarRedOp_t op, void* user);
+/**
+ * Installs the host fallback served as symmarAlgoMpi. release(user) is called on destroy (may be NULL).
+ * Not collective, but every rank should install the same kind of fallback.
+ */
+symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void* user),
+                                     void* user);
+/** Rank and world size of a comm. */
+symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);
+symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks);
+/** Size in bytes of one element of dtype; 0 for an invalid dtype. */
+size_t symmarTypeSize(symmarDataType_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // SYMMAR_SYMMAR_H_

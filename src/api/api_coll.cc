@@ -1,0 +1,114 @@
+// Collective entry points: argument checks, planning, dispatch to the backend.
+#include <cstdint>
+
+#include "api/guard.h"
+#include "core/names.h"
+#include "plan/planner.h"
+
+using namespace symmar;
+
+namespace {
+
+symmarResult_t checkRequest(size_t count, symmarDataType_t dtype, symmarRedOp_t op, const char* fn) {
+  if (!validDtype(dtype)) return fail(symmarInvalidArgument, "%s: invalid dtype %d", fn, static_cast<int>(dtype));
+  if (!validOp(op)) return fail(symmarInvalidArgument, "%s: invalid op %d", fn, static_cast<int>(op));
+  if (count > SIZE_MAX / symmarTypeSize(dtype)) {
+    return fail(symmarInvalidArgument, "%s: count %zu of %s overflows the byte size", fn, count, dtypeName(dtype));
+  }
+  return symmarSuccess;
+}
+
+symmarResult_t checkBuffers(const void* send, void* recv, size_t count, symmarDataType_t dtype, const char* fn) {
+  if (!send || !recv) return fail(symmarInvalidArgument, "%s: sendbuf and recvbuf must not be NULL", fn);
+  const size_t elem = symmarTypeSize(dtype);
+  uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (s % elem || r % elem) {
+    return fail(symmarInvalidArgument, "%s: buffers must be aligned to the %zu-byte element size", fn, elem);
+  }
+  const size_t bytes = count * elem;
+  if (s != r && s < r + bytes && r < s + bytes) {
+    return fail(symmarInvalidArgument, "%s: sendbuf and recvbuf overlap without being equal (in place needs equal)", fn);
+  }
+  return symmarSuccess;
+}
+
+symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op) {
+  return planRequest(*comm->row, comm->topo, comm->fallbacks(), count, dtype, op);
+}
+
+symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                         symmarAlgo_t algo, symmarComm* comm, void* stream, const char* fn) {
+  SYMMAR_CHECK(checkComm(comm));
+  SYMMAR_CHECK(checkRequest(count, dtype, op, fn));
+  if (!validAlgo(algo)) return fail(symmarInvalidArgument, "%s: invalid algorithm %d", fn, static_cast<int>(algo));
+  if (count == 0) return symmarSuccess;
+  SYMMAR_CHECK(checkBuffers(send, recv, count, dtype, fn));
+  if (algo == symmarAlgoAuto) {
+    algo = commPlan(comm, count, dtype, op);
+    if (algo == symmarAlgoAuto) {
+      return fail(symmarUnsupported, "%s: no algorithm can serve %zu x %s %s on this comm (link %s, no fallback)", fn,
+                  count, dtypeName(dtype), opName(op), linkName(comm->topo.link));
+    }
+  } else if (!(availableAlgos(comm->topo, dtype, op, comm->fallbacks()) & algoBit(algo))) {
+    return fail(symmarUnsupported, "%s: algorithm %s cannot serve %s %s on this comm (link %s, cc %d.%d, multicast %d)",
+                fn, symmarAlgoName(algo), dtypeName(dtype), opName(op), linkName(comm->topo.link), comm->topo.cc_major,
+                comm->topo.cc_minor, comm->topo.multicast);
+  }
+  symmarResult_t res = comm->backend->allReduce(send, recv, count, dtype, op, algo, stream);
+  noteFailure(comm, res);
+  return res;
+}
+
+}  // namespace
+
+extern "C" {
+
+symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
+                               symmarRedOp_t op, symmarComm_t comm, void* stream) {
+  return guarded(comm, [&] {
+    return allReduce(sendbuf, recvbuf, count, dtype, op, symmarAlgoAuto, comm, stream, "symmarAllReduce");
+  });
+}
+
+symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
+                                   symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream) {
+  return guarded(comm, [&] {
+    return allReduce(sendbuf, recvbuf, count, dtype, op, algo, comm, stream, "symmarAllReduceAlgo");
+  });
+}
+
+symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                              symmarAlgo_t* algo) {
+  return guarded(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    if (!algo) return fail(symmarInvalidArgument, "symmarCommPlan: algo is NULL");
+    SYMMAR_CHECK(checkRequest(count, dtype, op, "symmarCommPlan"));
+    *algo = commPlan(comm, count, dtype, op);
+    if (*algo == symmarAlgoAuto) return fail(symmarUnsupported, "symmarCommPlan: no algorithm can serve this request");
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr) {
+  return guarded(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    if (!ptr) return fail(symmarInvalidArgument, "symmarMemAlloc: ptr is NULL");
+    *ptr = nullptr;
+    if (bytes == 0) return fail(symmarInvalidArgument, "symmarMemAlloc: bytes is 0");
+    symmarResult_t res = comm->backend->memAlloc(bytes, ptr);
+    noteFailure(comm, res);
+    return res;
+  });
+}
+
+symmarResult_t symmarMemFree(symmarComm_t comm, void* ptr) {
+  return guarded(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    if (!ptr) return fail(symmarInvalidArgument, "symmarMemFree: ptr is NULL");
+    symmarResult_t res = comm->backend->memFree(ptr);
+    noteFailure(comm, res);
+    return res;
+  });
+}
+
+}  // extern "C"

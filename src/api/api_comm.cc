@@ -1,0 +1,254 @@
+// Comm lifecycle: settings, bootstrap, backend selection, destroy.
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "api/guard.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "core/names.h"
+#include "gpu/cuda_backend.h"
+#include "host/host_backend.h"
+#include "plan/planner.h"
+
+using namespace symmar;
+
+namespace symmar {
+namespace {
+
+constexpr int kDefaultTimeoutMs = 30000;
+
+symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) {
+  symmarConfig_t c = SYMMAR_CONFIG_INIT;
+  if (config) {
+    if (config->size != sizeof(symmarConfig_t)) {
+      return fail(symmarInvalidArgument, "config.size is %zu, expected %zu (initialise with SYMMAR_CONFIG_INIT)",
+                  config->size, sizeof(symmarConfig_t));
+    }
+    c = *config;
+  }
+  if (c.device < SYMMAR_DEVICE_AUTO) return fail(symmarInvalidArgument, "config.device %d is invalid", c.device);
+  if (c.timeout_ms < 0) return fail(symmarInvalidArgument, "config.timeout_ms %d is negative", c.timeout_ms);
+  if (c.staging_bytes != 0 && c.staging_bytes < 4096) {
+    return fail(symmarInvalidArgument, "config.staging_bytes %zu is below the minimum of 4096", c.staging_bytes);
+  }
+  s->device = c.device;
+  s->staging_bytes = c.staging_bytes;
+  s->timeout_ms = c.timeout_ms ? c.timeout_ms
+                               : static_cast<int>(envInt("SYMMAR_TIMEOUT_MS", kDefaultTimeoutMs, 1, INT32_MAX));
+  if (c.table_file) s->table_file = c.table_file;
+  else if (const char* env = envRaw("SYMMAR_TABLE_FILE")) s->table_file = env;
+  return symmarSuccess;
+}
+
+/// Everything that needs no peer: settings and tables. Failing here costs the peers nothing but
+/// their bounded wait.
+symmarResult_t prepareComm(int nranks, int rank, const symmarConfig_t* config, std::unique_ptr<symmarComm>* out) {
+  if (nranks < 1) return fail(symmarInvalidArgument, "nranks %d < 1", nranks);
+  if (rank < 0 || rank >= nranks) return fail(symmarInvalidArgument, "rank %d outside 0..%d", rank, nranks - 1);
+  auto comm = std::make_unique<symmarComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  SYMMAR_CHECK(resolveSettings(config, &comm->settings));
+  comm->tables = Tables::builtin();
+  if (!comm->settings.table_file.empty()) SYMMAR_CHECK(comm->tables.loadFile(comm->settings.table_file.c_str()));
+  *out = std::move(comm);
+  return symmarSuccess;
+}
+
+/// Collective: picks the backend (all ranks must agree) and builds it.
+symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
+  setLogRank(comm->rank);
+  bool gpu = comm->settings.device >= 0;
+  if (comm->settings.device == SYMMAR_DEVICE_AUTO) {
+    int device = -1;
+    gpu = cudaUsable(&device);
+    comm->settings.device = gpu ? device : SYMMAR_DEVICE_CPU;
+  }
+  std::vector<int32_t> kinds(comm->nranks, 0);
+  kinds[comm->rank] = gpu ? 1 : 0;
+  SYMMAR_CHECK(comm->bootstrap->allGather(kinds.data(), sizeof(int32_t)));
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (kinds[r] != kinds[comm->rank]) {
+      return fail(symmarInvalidUsage, "rank %d uses the %s backend but rank %d the %s backend", comm->rank,
+                  gpu ? "cuda" : "host", r, kinds[r] ? "cuda" : "host");
+    }
+  }
+  std::unique_ptr<Backend> backend;
+  SYMMAR_CHECK(gpu ? createCudaBackend(*comm, &backend) : HostBackend::create(*comm, &backend));
+  comm->backend = std::move(backend);
+  noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
+  SYMMAR_INFO(kSubsysInit, "comm rank %d/%d on %s: link %s, cc %d.%d, multicast %d, row %s (%s)", comm->rank,
+              comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,
+              comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row->arch).c_str(),
+              comm->row->source.c_str());
+  comm->magic = kCommMagic;
+  *out = comm.release();
+  return symmarSuccess;
+}
+
+}  // namespace
+
+symmarResult_t checkComm(symmarComm* comm) {
+  if (!comm) return fail(symmarInvalidArgument, "comm is NULL");
+  if (comm->magic != kCommMagic) return fail(symmarInvalidUsage, "comm is not a live communicator (destroyed?)");
+  int failed = comm->failed.load(std::memory_order_acquire);
+  if (failed != symmarSuccess) {
+    std::lock_guard<std::mutex> lock(comm->error_mutex);
+    return fail(symmarInvalidUsage, "comm failed earlier (%s): %s", symmarGetErrorString(static_cast<symmarResult_t>(failed)),
+                comm->failed_cause.c_str());
+  }
+  return symmarSuccess;
+}
+
+void noteFailure(symmarComm* comm, symmarResult_t res) {
+  if (res != symmarTimeout && res != symmarPeerFailure) return;
+  std::lock_guard<std::mutex> lock(comm->error_mutex);
+  if (comm->failed.load() == symmarSuccess) {
+    comm->failed_cause = threadLastError();
+    comm->failed.store(res, std::memory_order_release);
+  }
+}
+
+}  // namespace symmar
+
+extern "C" {
+
+symmarResult_t symmarGetUniqueId(symmarUniqueId* id) {
+  return guarded(nullptr, [&] {
+    if (!id) return fail(symmarInvalidArgument, "symmarGetUniqueId: id is NULL");
+    return makeUniqueId(id);
+  });
+}
+
+symmarResult_t symmarCommInitRank(symmarComm_t* out, int nranks, symmarUniqueId id, int rank,
+                                  const symmarConfig_t* config) {
+  return guarded(nullptr, [&] {
+    if (!out) return fail(symmarInvalidArgument, "symmarCommInitRank: comm is NULL");
+    *out = nullptr;
+    std::unique_ptr<symmarComm> comm;
+    SYMMAR_CHECK(prepareComm(nranks, rank, config, &comm));
+    SYMMAR_CHECK(createTcpBootstrap(id, rank, nranks, comm->settings.timeout_ms, &comm->bootstrap));
+    return finishComm(std::move(comm), out);
+  });
+}
+
+symmarResult_t symmarCommInitExternal(symmarComm_t* out, int nranks, int rank, symmarAllGatherFn allgather,
+                                      void* user, const symmarConfig_t* config) {
+  return guarded(nullptr, [&] {
+    if (!out) return fail(symmarInvalidArgument, "symmarCommInitExternal: comm is NULL");
+    *out = nullptr;
+    if (!allgather) return fail(symmarInvalidArgument, "symmarCommInitExternal: allgather is NULL");
+    std::unique_ptr<symmarComm> comm;
+    SYMMAR_CHECK(prepareComm(nranks, rank, config, &comm));
+    comm->bootstrap = createExternalBootstrap(rank, nranks, allgather, user);
+    return finishComm(std::move(comm), out);
+  });
+}
+
+symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* devices, const symmarConfig_t* config) {
+  return guarded(nullptr, [&] {
+    if (!comms) return fail(symmarInvalidArgument, "symmarCommInitAll: comms is NULL");
+    if (nranks < 1) return fail(symmarInvalidArgument, "symmarCommInitAll: nranks %d < 1", nranks);
+    SymmarSettings probe;
+    SYMMAR_CHECK(resolveSettings(config, &probe));
+    symmarConfig_t base = SYMMAR_CONFIG_INIT;
+    if (config) base = *config;
+    symmarUniqueId id;
+    SYMMAR_CHECK(makeUniqueId(&id));
+    std::vector<symmarResult_t> results(nranks, symmarSuccess);
+    std::vector<std::string> errors(nranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < nranks; ++r) {
+      threads.emplace_back([&, r] {
+        symmarConfig_t c = base;
+        if (devices) c.device = devices[r];
+        results[r] = symmarCommInitRank(&comms[r], nranks, id, r, &c);
+        errors[r] = symmarGetLastError(nullptr);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < nranks; ++r) {
+      if (results[r] == symmarSuccess) continue;
+      for (int q = 0; q < nranks; ++q) {
+        if (results[q] == symmarSuccess) symmarCommDestroy(comms[q]);
+        comms[q] = nullptr;
+      }
+      return fail(results[r], "symmarCommInitAll: rank %d: %s", r, errors[r].c_str());
+    }
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommDestroy(symmarComm_t comm) {
+  return guarded(nullptr, [&] {
+    if (!comm) return fail(symmarInvalidArgument, "symmarCommDestroy: comm is NULL");
+    if (comm->magic != kCommMagic) return fail(symmarInvalidUsage, "symmarCommDestroy: not a live communicator");
+    comm->magic = 0;
+    comm->backend.reset();
+    if (comm->fallback_release) comm->fallback_release(comm->fallback_user);
+    delete comm;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error) {
+  return guarded(comm, [&] {
+    if (!comm || !async_error) return fail(symmarInvalidArgument, "symmarCommGetAsyncError: NULL argument");
+    int failed = comm->failed.load();
+    *async_error = failed != symmarSuccess ? static_cast<symmarResult_t>(failed) : comm->backend->asyncError();
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo) {
+  return guarded(comm, [&] {
+    if (!comm || !topo) return fail(symmarInvalidArgument, "symmarCommTopology: NULL argument");
+    *topo = comm->topo;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm) {
+  return guarded(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    if (!nccl_comm) return fail(symmarInvalidArgument, "symmarCommAdoptNccl: nccl_comm is NULL");
+    symmarResult_t res = comm->backend->adoptNccl(nccl_comm);
+    if (res == symmarInvalidUsage && threadLastError().empty()) {
+      return fail(res, "symmarCommAdoptNccl: the host backend has no NCCL fallback");
+    }
+    return res;
+  });
+}
+
+symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void*),
+                                     void* user) {
+  return guarded(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    if (!fn) return fail(symmarInvalidArgument, "symmarCommSetFallback: fn is NULL");
+    if (comm->settings.device >= 0) return fail(symmarInvalidUsage, "symmarCommSetFallback: a GPU comm uses NCCL");
+    if (comm->fallback_release) comm->fallback_release(comm->fallback_user);
+    comm->fallback_fn = fn;
+    comm->fallback_release = release;
+    comm->fallback_user = user;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommRank(symmarComm_t comm, int* rank) {
+  return guarded(comm, [&] {
+    if (!comm || !rank) return fail(symmarInvalidArgument, "symmarCommRank: NULL argument");
+    *rank = comm->rank;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks) {
+  return guarded(comm, [&] {
+    if (!comm || !nranks) return fail(symmarInvalidArgument, "symmarCommCount: NULL argument");
+    *nranks = comm->nranks;
+    return symmarSuccess;
+  });
+}
+
+}  // extern "C"

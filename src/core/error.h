@@ -1,0 +1,23 @@
+// Error reporting inside the library: a failing function records a detail text for the calling
+// thread and returns its code; the API layer copies the text into the comm it was called on.
+#pragma once
+#include <string>
+
+#include "symmar/symmar.h"
+
+namespace symmar {
+
+/// Records a printf-style detail as the calling thread's last error and returns code.
+symmarResult_t fail(symmarResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/// The calling thread's last error text ("" if none).
+const std::string& threadLastError();
+void clearThreadLastError();
+
+}  // namespace symmar
+
+/// Returns early with the result of expr when it is not symmarSuccess.
+#define SYMMAR_CHECK(expr)                           \
+  do {                                               \
+    symmarResult_t symmar_res_ = (expr);             \
+    if (symmar_res_ != symmarSuccess) return symmar_res_; \
+  } while (0)

@@ -1,0 +1,19 @@
+// Entry points of the CUDA backend used by comm creation. Built from src/gpu/ and cuda/ when
+// SYMMAR_WITH_CUDA is on; otherwise a stub reports that the build has no GPU support.
+#pragma once
+#include <memory>
+
+#include "core/backend.h"
+#include "core/comm.h"
+
+namespace symmar {
+
+/// True when a CUDA driver and at least one device are usable; *device = the current device.
+/// Never fails loudly: a machine without libcuda.so.1 simply returns false.
+bool cudaUsable(int* device);
+
+/// Creates the CUDA backend for comm.settings.device (comm.rank, nranks and bootstrap are set).
+/// Fills comm.topo (cc, link, world, multicast). Without a driver: symmarCudaError with a message.
+symmarResult_t createCudaBackend(symmarComm& comm, std::unique_ptr<Backend>* out);
+
+}  // namespace symmar

@@ -1,0 +1,16 @@
+// Used when the library is built without the CUDA backend.
+#include "core/error.h"
+#include "gpu/cuda_backend.h"
+
+namespace symmar {
+
+bool cudaUsable(int* device) {
+  *device = -1;
+  return false;
+}
+
+symmarResult_t createCudaBackend(symmarComm&, std::unique_ptr<Backend>*) {
+  return fail(symmarCudaError, "this libsymmar was built without the CUDA backend (SYMMAR_WITH_CUDA=OFF)");
+}
+
+}  // namespace symmar

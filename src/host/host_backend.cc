@@ -1,0 +1,203 @@
+#include "host/host_backend.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/names.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SYMMAR_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define SYMMAR_CPU_RELAX() asm volatile("yield")
+#else
+#define SYMMAR_CPU_RELAX() ((void)0)
+#endif
+
+namespace symmar {
+namespace {
+
+constexpr int64_t kDefaultHeapBytes = 256ll << 20;
+constexpr size_t kDefaultHostStaging = 32u << 20;
+
+// A process that exited (or is a zombie) will never arrive.
+bool processDead(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return true;
+  char state = '?';
+  int scanned = fscanf(f, "%*d (%*[^)]) %c", &state);
+  fclose(f);
+  return scanned == 1 && (state == 'Z' || state == 'X');
+}
+
+}  // namespace
+
+HostBackend::HostBackend(symmarComm& comm) : comm_(comm), rank_(comm.rank), world_(comm.nranks) {}
+
+HostBackend::~HostBackend() {
+  // Peers still waiting on this rank stop now instead of at their timeout.
+  if (heap_) __atomic_store_n(&heap_->header(rank_)->abort, 1u, __ATOMIC_RELEASE);
+}
+
+symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* out) {
+  std::unique_ptr<HostBackend> b(new HostBackend(comm));
+  Bootstrap& boot = *comm.bootstrap;
+  std::vector<ProcessIdentity> ids(comm.nranks);
+  ids[comm.rank] = selfIdentity();
+  SYMMAR_CHECK(boot.allGather(ids.data(), sizeof(ProcessIdentity)));
+  bool local = true;
+  for (const ProcessIdentity& id : ids) local = local && id.host_hash == ids[0].host_hash;
+
+  std::vector<uint64_t> nonces(comm.nranks, 0);
+  nonces[comm.rank] = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  SYMMAR_CHECK(boot.allGather(nonces.data(), sizeof(uint64_t)));
+
+  comm.topo.cc_major = 0;
+  comm.topo.cc_minor = 0;
+  comm.topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
+  comm.topo.world_size = comm.nranks;
+  comm.topo.multicast = 0;
+  comm.row = comm.tables.resolve(0, 0, comm.topo.link, comm.nranks);
+  if (comm.settings.staging_bytes == 0) {
+    comm.settings.staging_bytes = static_cast<size_t>(
+        envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
+  }
+  b->epoch_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
+  b->srcs_.resize(comm.nranks);
+  int local_ranks = 0;
+  for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[comm.rank].host_hash;
+  unsigned cores = std::thread::hardware_concurrency();
+  b->spin_limit_ = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
+
+  if (!local) {
+    SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
+  } else {
+    size_t heap_bytes = static_cast<size_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t(1) << 44));
+    b->heap_ = std::make_unique<ShmHeap>();
+    SYMMAR_CHECK(b->heap_->create(boot, nonces[0], comm.settings.staging_bytes, heap_bytes, b->epoch_,
+                                  comm.settings.timeout_ms));
+    b->arena_ = SymmetricArena(heap_bytes);
+  }
+  *out = std::move(b);
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::peerGone(int peer) {
+  if (__atomic_load_n(&heap_->header(peer)->abort, __ATOMIC_ACQUIRE)) {
+    return fail(symmarPeerFailure, "rank %d failed or left the comm while this rank waited for it", peer);
+  }
+  int pid = heap_->header(peer)->pid;
+  if (pid != getpid() && processDead(pid)) {
+    return fail(symmarPeerFailure, "rank %d (pid %d) exited while this rank waited for it", peer, pid);
+  }
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
+  const uint32_t* flag = heap_->flag(peer, 0, slot);
+  for (int i = 0; i < spin_limit_; ++i) {
+    if (sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return symmarSuccess;
+    SYMMAR_CPU_RELAX();
+  }
+  // Slow path: yield, then sleep, and check the clock and the peer's health now and then.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::milliseconds(comm_.settings.timeout_ms);
+  auto next_check = start;
+  for (uint64_t i = 0;; ++i) {
+    if (sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return symmarSuccess;
+    if (i < 1000) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if ((i & 63) == 0) {
+      auto now = Clock::now();
+      if (now >= next_check) {
+        symmarResult_t gone = peerGone(peer);
+        // A peer that arrived and then left (destroyed its comm) is not a failure: look again.
+        if (gone != symmarSuccess && !sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return gone;
+        next_check = now + std::chrono::milliseconds(10);
+      }
+      if (now >= limit) {
+        return fail(symmarTimeout, "rank %d did not arrive at a barrier within %d ms", peer,
+                    comm_.settings.timeout_ms);
+      }
+    }
+  }
+}
+
+symmarResult_t HostBackend::barrier(int slot) {
+  epoch_ = sched::nextEpoch(epoch_);
+  __atomic_store_n(heap_->flag(rank_, 0, slot), epoch_, __ATOMIC_RELEASE);
+  for (int i = 1; i < world_; ++i) {
+    symmarResult_t res = waitPeer((rank_ + i) % world_, slot, epoch_);
+    if (res != symmarSuccess) {
+      __atomic_store_n(&heap_->header(rank_)->abort, 1u, __ATOMIC_RELEASE);
+      return res;
+    }
+  }
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
+  if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
+  if (algo == symmarAlgoMpi) {
+    symmarResult_t res = comm_.fallback_fn(send, recv, count, dtype, op, comm_.fallback_user);
+    if (res != symmarSuccess && threadLastError().empty()) fail(res, "the mpi fallback failed");
+    return res;
+  }
+  if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
+  Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
+  if (world_ == 1) {
+    if (send != recv) memmove(recv, send, count * call.elem);
+    return symmarSuccess;
+  }
+  return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
+}
+
+symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {
+  if (!heap_) return fail(symmarUnsupported, "symmarMemAlloc: the ranks share no memory (several hosts)");
+  size_t offset = 0;
+  uint64_t mine = arena_.allocate(bytes, &offset) ? offset : UINT64_MAX;
+  std::vector<uint64_t> all(world_);
+  all[rank_] = mine;
+  symmarResult_t res = comm_.bootstrap->allGather(all.data(), sizeof(uint64_t));
+  bool agree = res == symmarSuccess;
+  for (uint64_t v : all) agree = agree && v == mine;
+  if (!agree || mine == UINT64_MAX) {
+    if (mine != UINT64_MAX) arena_.release(offset);
+    SYMMAR_CHECK(res);
+    if (mine == UINT64_MAX) {
+      return fail(symmarOutOfMemory, "symmarMemAlloc(%zu): the symmetric heap (%zu bytes, SYMMAR_HEAP_BYTES) is full",
+                  bytes, arena_.capacity());
+    }
+    return fail(symmarInvalidUsage, "symmarMemAlloc(%zu): ranks disagree (different sizes or call order)", bytes);
+  }
+  *ptr = heap_->userBase(rank_) + offset;
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::memFree(void* ptr) {
+  char* p = static_cast<char*>(ptr);
+  char* base = heap_ ? heap_->userBase(rank_) : nullptr;
+  if (!heap_ || p < base || static_cast<size_t>(p - base) >= arena_.capacity() ||
+      !arena_.release(static_cast<size_t>(p - base))) {
+    return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
+  }
+  return comm_.bootstrap->barrier();
+}
+
+}  // namespace symmar

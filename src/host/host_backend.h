@@ -1,0 +1,56 @@
+// The host backend: CPU ranks (processes or threads on one host) reducing through the shared
+// memory heap with the same schedules as the GPU kernels. Each collective is complete on return.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/comm.h"
+#include "core/symmetric_arena.h"
+#include "host/shm_heap.h"
+
+namespace symmar {
+
+class HostBackend : public Backend {
+ public:
+  /// Collective: probes locality, fills comm.topo and comm.row, maps the heap when all ranks are local.
+  static symmarResult_t create(symmarComm& comm, std::unique_ptr<Backend>* out);
+  ~HostBackend() override;
+
+  symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                           symmarAlgo_t algo, void* stream) override;
+  symmarResult_t memAlloc(size_t bytes, void** ptr) override;
+  symmarResult_t memFree(void* ptr) override;
+
+ private:
+  struct Call {
+    const char* send;
+    char* recv;
+    size_t count;
+    symmarDataType_t dtype;
+    symmarRedOp_t op;
+    size_t elem;
+  };
+
+  explicit HostBackend(symmarComm& comm);
+  symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
+  symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
+  /// Arrives at the next barrier epoch on slot and waits (bounded) for every peer to arrive.
+  symmarResult_t barrier(int slot);
+  symmarResult_t waitPeer(int peer, int slot, uint32_t target);
+  symmarResult_t peerGone(int peer);
+  /// The half of the staging buffer the next step may write without a barrier.
+  int takeWriteHalf() { return last_read_half_ ^ 1; }
+
+  symmarComm& comm_;
+  const int rank_;
+  const int world_;
+  std::unique_ptr<ShmHeap> heap_;  // null when the ranks do not share a host
+  SymmetricArena arena_{0};
+  uint32_t epoch_ = 0;
+  int last_read_half_ = 1;        // half peers may still be reading after the previous step
+  int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
+  std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
+};
+
+}  // namespace symmar

@@ -1,0 +1,26 @@
+// One-shot on the host: every rank publishes its chunk in its staging buffer, then reads all
+// ranks' chunks and reduces them itself (rank order 0..N-1, so every rank computes the same bits).
+// Staging halves alternate, so one barrier per chunk suffices: a rank that passed barrier k knows
+// every peer finished reading the half that chunk k+1 overwrites (it was read before barrier k).
+#include "core/error.h"
+#include "host/host_backend.h"
+#include "host/host_reduce.h"
+
+namespace symmar {
+
+symmarResult_t HostBackend::runOneShot(const Call& c) {
+  const size_t chunk = sched::chunkElems(heap_->stagingBytes(), c.elem, world_);
+  if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
+  for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
+    const sched::Range r = sched::chunkRange(c.count, chunk, k);
+    const int half = takeWriteHalf();
+    memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
+    SYMMAR_CHECK(barrier(sched::kSlotStart));
+    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
+    reduceRanks(c.recv + r.begin * c.elem, srcs_.data(), world_, r.size(), c.dtype, c.op);
+    last_read_half_ = half;
+  }
+  return symmarSuccess;
+}
+
+}  // namespace symmar

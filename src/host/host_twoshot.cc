@@ -1,0 +1,39 @@
+// Two-shot on the host: reduce-scatter (each rank reduces the slice it owns, reading that slice
+// from every rank's staging, and publishes the result), then all-gather (each rank copies every
+// owner's reduced slice). Each element is reduced once, by its owner, so all ranks get the same bits.
+// Inputs go to the half peers are not reading; reduced slices to the other half, written only after
+// the start barrier, when every peer has finished the previous step.
+#include "core/error.h"
+#include "host/host_backend.h"
+#include "host/host_reduce.h"
+
+namespace symmar {
+
+symmarResult_t HostBackend::runTwoShot(const Call& c) {
+  const size_t chunk = sched::chunkElems(heap_->stagingBytes(), c.elem, world_);
+  if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
+  const size_t vec = sched::vecElems(c.elem);
+  for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
+    const sched::Range r = sched::chunkRange(c.count, chunk, k);
+    const int in_half = takeWriteHalf();
+    const int out_half = in_half ^ 1;
+    memcpy(heap_->staging(rank_, in_half), c.send + r.begin * c.elem, r.size() * c.elem);
+    SYMMAR_CHECK(barrier(sched::kSlotStart));
+
+    const sched::Range mine = sched::rankSlice(r.size(), world_, rank_, vec);
+    const size_t off = mine.begin * c.elem;
+    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half) + off;
+    reduceRanks(heap_->staging(rank_, out_half) + off, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+    SYMMAR_CHECK(barrier(sched::kSlotEnd));
+
+    for (int i = 0; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;  // start with the own slice, then spread reads over peers
+      const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
+      memcpy(c.recv + (r.begin + s.begin) * c.elem, heap_->staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
+    }
+    last_read_half_ = out_half;
+  }
+  return symmarSuccess;
+}
+
+}  // namespace symmar

@@ -1,0 +1,110 @@
+// libsymmar_mpi: bootstraps a comm over MPI and installs MPI_Allreduce as the `mpi` fallback.
+// Built against the public C API only.
+#include <mpi.h>
+
+#include <cstring>
+#include <new>
+
+#include "host/host_reduce.h"
+#include "symmar/symmar_mpi.h"
+
+namespace {
+
+struct MpiState {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+int mpiAllGather(const void* send, void* recv, size_t bytes, void* user) {
+  MPI_Comm comm = static_cast<MpiState*>(user)->comm;
+  if (bytes > static_cast<size_t>(INT32_MAX)) return -1;
+  return MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm);
+}
+
+// fp16/bf16 have no MPI datatype in MPI 3: user operations on 16-bit words, accumulating in fp32.
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), int kOp>
+void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = Load(a[i]), y = Load(b[i]);
+    float r = kOp == symmarSum ? x + y : (kOp == symmarMax ? (x > y ? x : y) : (x < y ? x : y));
+    b[i] = Store(r);
+  }
+}
+
+MPI_Op halfOp(symmarDataType_t dtype, symmarRedOp_t op) {
+  static MPI_Op ops[2][3] = {};
+  static bool made = false;
+  if (!made) {
+    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarSum>, 1, &ops[0][0]);
+    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarMax>, 1, &ops[0][1]);
+    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarMin>, 1, &ops[0][2]);
+    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarSum>, 1, &ops[1][0]);
+    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarMax>, 1, &ops[1][1]);
+    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarMin>, 1, &ops[1][2]);
+    made = true;
+  }
+  return ops[dtype == symmarBfloat16 ? 1 : 0][op];
+}
+
+symmarResult_t mpiAllReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                            void* user) {
+  MPI_Comm comm = static_cast<MpiState*>(user)->comm;
+  MPI_Datatype type = MPI_BYTE;
+  MPI_Op mop = op == symmarSum ? MPI_SUM : (op == symmarMax ? MPI_MAX : MPI_MIN);
+  switch (dtype) {
+    case symmarFloat32: type = MPI_FLOAT; break;
+    case symmarFloat64: type = MPI_DOUBLE; break;
+    case symmarInt32: type = MPI_INT32_T; break;
+    default:
+      type = MPI_UINT16_T;
+      mop = halfOp(dtype, op);
+  }
+  const void* in = send == recv ? MPI_IN_PLACE : send;
+  const char* r = static_cast<char*>(recv);
+  const char* s = static_cast<const char*>(send);
+  const size_t elem = symmarTypeSize(dtype);
+  const size_t kMaxCount = 1u << 30;  // MPI counts are int
+  for (size_t done = 0; done < count; done += kMaxCount) {
+    int n = static_cast<int>(count - done < kMaxCount ? count - done : kMaxCount);
+    const void* src = in == MPI_IN_PLACE ? MPI_IN_PLACE : s + done * elem;
+    if (MPI_Allreduce(src, const_cast<char*>(r) + done * elem, n, type, mop, comm) != MPI_SUCCESS) {
+      return symmarSystemError;
+    }
+  }
+  return symmarSuccess;
+}
+
+void releaseState(void* user) {
+  MpiState* state = static_cast<MpiState*>(user);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&state->comm);
+  delete state;
+}
+
+}  // namespace
+
+extern "C" symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_comm, const symmarConfig_t* config) {
+  if (!comm) return symmarInvalidArgument;
+  *comm = nullptr;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized || mpi_comm == MPI_COMM_NULL) return symmarInvalidUsage;
+  MpiState* state = new (std::nothrow) MpiState;
+  if (!state) return symmarOutOfMemory;
+  int rank = 0, size = 0;
+  if (MPI_Comm_dup(mpi_comm, &state->comm) != MPI_SUCCESS || MPI_Comm_rank(state->comm, &rank) != MPI_SUCCESS ||
+      MPI_Comm_size(state->comm, &size) != MPI_SUCCESS) {
+    delete state;
+    return symmarSystemError;
+  }
+  symmarResult_t res = symmarCommInitExternal(comm, size, rank, mpiAllGather, state, config);
+  if (res == symmarSuccess) res = symmarCommSetFallback(*comm, mpiAllReduce, releaseState, state);
+  if (res != symmarSuccess) {
+    if (*comm) symmarCommDestroy(*comm);  // the fallback was not installed: state is still ours
+    releaseState(state);
+    *comm = nullptr;
+  }
+  return res;
+}

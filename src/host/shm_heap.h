@@ -1,0 +1,56 @@
+// The host symmetric heap: one memfd segment per rank, mapped by every local rank. Layout of a
+// segment: header (abort word, pid) | signal pad | staging buffer | user heap (symmarMemAlloc).
+// Descriptors are closed once mapped and no name exists in the file system, so nothing outlives
+// the processes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "cuda/schedule.h"
+#include "symmar/symmar.h"
+
+namespace symmar {
+
+struct SegmentHeader {
+  uint32_t abort;  // set by a rank that failed or left, so waiting peers stop at once
+  int32_t pid;
+};
+
+class ShmHeap {
+ public:
+  static constexpr size_t kHeaderBytes = 4096;
+  ShmHeap() = default;
+  ~ShmHeap();
+  ShmHeap(const ShmHeap&) = delete;
+  ShmHeap& operator=(const ShmHeap&) = delete;
+
+  /// Collective: creates this rank's segment, exchanges descriptors and maps every peer's.
+  /// Flags start at epoch_start.
+  symmarResult_t create(Bootstrap& bootstrap, uint64_t nonce, size_t staging_bytes, size_t heap_bytes,
+                        uint32_t epoch_start, int timeout_ms);
+
+  char* base(int rank) const { return bases_[rank]; }
+  SegmentHeader* header(int rank) const { return reinterpret_cast<SegmentHeader*>(bases_[rank]); }
+  uint32_t* flag(int rank, int block, int slot) const {
+    return reinterpret_cast<uint32_t*>(bases_[rank] + kHeaderBytes + sched::flagOffset(block, slot));
+  }
+  char* staging(int rank, int half) const {
+    return bases_[rank] + stagingOffset() + sched::stagingHalfOffset(staging_bytes_, half);
+  }
+  char* userBase(int rank) const { return bases_[rank] + userOffset(); }
+  size_t stagingBytes() const { return staging_bytes_; }
+  size_t heapBytes() const { return heap_bytes_; }
+
+ private:
+  size_t stagingOffset() const { return kHeaderBytes + sched::kSignalPadBytes; }
+  size_t userOffset() const { return (stagingOffset() + staging_bytes_ + 4095) / 4096 * 4096; }
+
+  std::vector<char*> bases_;
+  size_t segment_bytes_ = 0;
+  size_t staging_bytes_ = 0;
+  size_t heap_bytes_ = 0;
+};
+
+}  // namespace symmar

@@ -1,0 +1,142 @@
+#include "plan/planner.h"
+
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/names.h"
+
+namespace symmar {
+namespace {
+
+constexpr uint32_t kSymmetric = algoBit(symmarAlgoOneShot) | algoBit(symmarAlgoTwoShot);
+
+bool kernelDtype(symmarDataType_t d) { return d == symmarFloat32 || d == symmarFloat16 || d == symmarBfloat16; }
+
+PlanEnv parsePlanEnv() {
+  PlanEnv env;
+  if (const char* algo = envRaw("SYMMAR_ALGO")) {
+    symmarAlgo_t a;
+    if (parseAlgoName(algo, &a)) env.forced = a;
+    else envReportBad("SYMMAR_ALGO", algo, "unknown algorithm name");
+  }
+  if (const char* list = envRaw("SYMMAR_DISABLE")) {
+    uint32_t mask = 0;
+    if (parseAlgoList(list, &mask)) env.disabled = mask;
+    else envReportBad("SYMMAR_DISABLE", list, "expected a comma list of oneshot,twoshot,multimem,nccl,mpi");
+  }
+  return env;
+}
+
+std::mutex g_env_mutex;
+PlanEnv g_env;
+bool g_env_loaded = false;
+
+std::mutex g_tables_mutex;
+Tables* g_tables = nullptr;
+symmarResult_t g_tables_status = symmarSuccess;
+std::string g_tables_error;
+bool g_tables_loaded = false;
+
+}  // namespace
+
+uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks) {
+  uint32_t mask = 0;
+  if (topo.link == symmarLinkHostMemory) {
+    mask = kSymmetric | (fallbacks & algoBit(symmarAlgoMpi));
+  } else if (topo.cc_major > 0) {
+    bool peer_link = topo.link == symmarLinkNvSwitch || topo.link == symmarLinkNvLink || topo.link == symmarLinkPcie;
+    if (peer_link && kernelDtype(dtype)) mask |= kSymmetric;
+    bool multimem_op = !(dtype == symmarFloat32 && op != symmarSum);
+    if (topo.link == symmarLinkNvSwitch && topo.multicast && topo.cc_major >= 9 && kernelDtype(dtype) && multimem_op &&
+        topo.world_size > 1) {
+      mask |= algoBit(symmarAlgoMultimem);
+    }
+    mask |= fallbacks & algoBit(symmarAlgoNccl);
+  }
+  return mask & ~planEnv().disabled;
+}
+
+symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
+  auto servable = [available](symmarAlgo_t a) {
+    if (a == symmarAlgoMultimem && !(available & algoBit(a))) a = symmarAlgoTwoShot;
+    return (available & algoBit(a)) ? a : symmarAlgoAuto;
+  };
+  for (int i = 0; i < row.num_entries; ++i) {
+    if (bytes > row.entries[i].max_bytes) continue;
+    symmarAlgo_t a = servable(row.entries[i].algo);
+    if (a != symmarAlgoAuto) return a;
+  }
+  if (available & algoBit(symmarAlgoNccl)) return symmarAlgoNccl;
+  if (available & algoBit(symmarAlgoMpi)) return symmarAlgoMpi;
+  for (int i = row.num_entries - 1; i >= 0; --i) {
+    symmarAlgo_t a = servable(row.entries[i].algo);
+    if (a != symmarAlgoAuto) return a;
+  }
+  if (available & algoBit(symmarAlgoTwoShot)) return symmarAlgoTwoShot;
+  if (available & algoBit(symmarAlgoOneShot)) return symmarAlgoOneShot;
+  return symmarAlgoAuto;
+}
+
+const PlanEnv& planEnv() {
+  std::lock_guard<std::mutex> lock(g_env_mutex);
+  if (!g_env_loaded) {
+    g_env = parsePlanEnv();
+    g_env_loaded = true;
+  }
+  return g_env;
+}
+
+void reloadPlanEnv() {
+  std::lock_guard<std::mutex> lock(g_env_mutex);
+  g_env_loaded = false;
+}
+
+symmarResult_t processTables(const Tables** tables) {
+  std::lock_guard<std::mutex> lock(g_tables_mutex);
+  if (!g_tables_loaded) {
+    g_tables_loaded = true;
+    g_tables = new Tables(Tables::builtin());
+    if (const char* file = envRaw("SYMMAR_TABLE_FILE")) {
+      g_tables_status = g_tables->loadFile(file);
+      if (g_tables_status != symmarSuccess) g_tables_error = threadLastError();
+    }
+  }
+  if (g_tables_status != symmarSuccess) {
+    *tables = nullptr;
+    return fail(g_tables_status, "%s", g_tables_error.c_str());
+  }
+  *tables = g_tables;
+  return symmarSuccess;
+}
+
+void resetProcessTables() {
+  std::lock_guard<std::mutex> lock(g_tables_mutex);
+  delete g_tables;
+  g_tables = nullptr;
+  g_tables_loaded = false;
+  g_tables_status = symmarSuccess;
+}
+
+symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
+                         symmarDataType_t dtype, symmarRedOp_t op) {
+  uint32_t available = availableAlgos(topo, dtype, op, fallbacks);
+  symmarAlgo_t forced = planEnv().forced;
+  if (forced != symmarAlgoAuto && (available & algoBit(forced))) return forced;
+  return chooseAlgo(row, available, count * symmarTypeSize(dtype));
+}
+
+void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {
+  if (row.arch == archOf(cc_major, cc_minor) || row.arch == kArchHost) return;
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> logged;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!logged.insert({archOf(cc_major, cc_minor), static_cast<int>(link)}).second) return;
+  SYMMAR_INFO(kSubsysPlan, "compute capability %d.%d has no %s row of its own: using the %s row (%s)", cc_major,
+              cc_minor, linkName(link), archKeyName(row.arch).c_str(), row.source.c_str());
+}
+
+}  // namespace symmar

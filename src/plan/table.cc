@@ -1,0 +1,68 @@
+#include "plan/table.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace symmar {
+
+std::string archKeyName(int arch) {
+  if (arch == kArchDefault) return "default";
+  if (arch == kArchHost) return "host";
+  return "sm" + std::to_string(arch);
+}
+
+bool parseArchKey(const char* text, int* arch) {
+  if (strcmp(text, "default") == 0) {
+    *arch = kArchDefault;
+    return true;
+  }
+  if (strcmp(text, "host") == 0) {
+    *arch = kArchHost;
+    return true;
+  }
+  if (strncmp(text, "sm", 2) != 0 || text[2] < '1' || text[2] > '9') return false;
+  char* end = nullptr;
+  long v = strtol(text + 2, &end, 10);
+  if (*end != '\0' || v < 10 || v > 9999) return false;
+  *arch = static_cast<int>(v);
+  return true;
+}
+
+void Tables::put(const TableRow& row) {
+  for (TableRow& existing : rows_) {
+    if (existing.arch == row.arch && existing.link == row.link && existing.world == row.world) {
+      existing = row;
+      return;
+    }
+  }
+  rows_.push_back(row);
+}
+
+const TableRow* Tables::find(int arch, symmarLink_t link, int world) const {
+  for (const TableRow& row : rows_) {
+    if (row.arch == arch && row.link == link && row.world == world) return &row;
+  }
+  return nullptr;
+}
+
+const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, int world) const {
+  int w = world < kMinTableWorld ? kMinTableWorld : (world > kMaxTableWorld ? kMaxTableWorld : world);
+  int arch = archOf(cc_major, cc_minor);
+  if (link == symmarLinkHostMemory || arch == kArchHost) {
+    if (const TableRow* row = find(kArchHost, symmarLinkHostMemory, w)) return row;
+  } else {
+    if (const TableRow* row = find(arch, link, w)) return row;
+    if (const TableRow* row = find(archOf(cc_major, 0), link, w)) return row;
+  }
+  if (const TableRow* row = find(kArchDefault, link, w)) return row;
+  // The built-in default rows cover every link and world, so this is reached only for an unknown
+  // link: an empty row, which leaves the decision to the fallback.
+  static const TableRow kEmpty = [] {
+    TableRow r;
+    r.source = "empty row: unknown interconnect";
+    return r;
+  }();
+  return &kEmpty;
+}
+
+}  // namespace symmar

@@ -1,0 +1,64 @@
+// Size tables: rows keyed by (arch key, interconnect, world size), each an ordered list of
+// (algorithm, max bytes). Above the last threshold the fallback serves.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symmar/symmar.h"
+
+namespace symmar {
+
+constexpr int kArchDefault = -1;  ///< the row every unknown GPU ends at
+constexpr int kArchHost = 0;      ///< host backend rows (link = host memory)
+constexpr int kMaxTableEntries = 4;
+constexpr int kMinTableWorld = 2;
+constexpr int kMaxTableWorld = 8;
+constexpr uint64_t kUnbounded = UINT64_MAX;
+
+struct TableEntry {
+  symmarAlgo_t algo;
+  uint64_t max_bytes;  ///< inclusive
+};
+
+struct TableRow {
+  int arch = kArchDefault;  ///< major*10 + minor (sm90 = 90, sm120 = 120), kArchHost or kArchDefault
+  symmarLink_t link = symmarLinkUnknown;
+  int world = 0;
+  int num_entries = 0;
+  TableEntry entries[kMaxTableEntries] = {};
+  std::string source;  ///< where the numbers come from
+};
+
+/// "sm90", "sm120", "host", "default".
+std::string archKeyName(int arch);
+/// Inverse of archKeyName. False if the text is no arch key.
+bool parseArchKey(const char* text, int* arch);
+/// Arch code of a compute capability (9.0 -> 90, 12.1 -> 121); kArchHost for 0.0.
+inline int archOf(int cc_major, int cc_minor) { return cc_major * 10 + cc_minor; }
+
+class Tables {
+ public:
+  /// The compiled-in rows (tables_builtin.cc).
+  static const Tables& builtin();
+
+  /// Adds or replaces rows from a JSON table file. On error the tables are unchanged and the
+  /// thread's last error names the file, the field and the reason.
+  symmarResult_t loadFile(const char* path);
+  /// Same, from text; origin names the source in errors.
+  symmarResult_t loadJson(const std::string& text, const char* origin);
+
+  /// Adds a row, replacing one with the same key.
+  void put(const TableRow& row);
+  /// Exact key lookup; nullptr if absent.
+  const TableRow* find(int arch, symmarLink_t link, int world) const;
+  /// The lookup chain: exact capability -> family (major) -> default. World sizes outside 2..8
+  /// use the nearest row. Never returns nullptr. *used_arch is the arch key of the row served.
+  const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world) const;
+  const std::vector<TableRow>& rows() const { return rows_; }
+
+ private:
+  std::vector<TableRow> rows_;
+};
+
+}  // namespace symmar

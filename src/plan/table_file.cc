@@ -1,0 +1,153 @@
+// JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4],
+//   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
+//   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/names.h"
+#include "plan/table.h"
+
+namespace symmar {
+namespace {
+
+using json = nlohmann::json;
+
+struct Reader {
+  const char* origin;
+  symmarResult_t bad(const std::string& field, const std::string& why) const {
+    return fail(symmarInvalidArgument, "table file %s: %s: %s", origin, field.c_str(), why.c_str());
+  }
+};
+
+symmarResult_t readBytes(const Reader& r, const json& v, const std::string& field, uint64_t* out) {
+  if (v.is_number_unsigned()) {
+    *out = v.get<uint64_t>();
+  } else if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    int64_t parsed = 0;
+    if (s == "unbounded") {
+      *out = kUnbounded;
+    } else if (parseSize(s.c_str(), &parsed)) {
+      *out = static_cast<uint64_t>(parsed);
+    } else {
+      return r.bad(field, "expected a byte count like 65536, \"64K\" or \"unbounded\", got \"" + s + "\"");
+    }
+  } else {
+    return r.bad(field, "expected a non-negative integer or a size string");
+  }
+  if (*out == 0) return r.bad(field, "must be positive");
+  return symmarSuccess;
+}
+
+symmarResult_t readRow(const Reader& r, const json& j, const std::string& where, std::vector<TableRow>* out) {
+  if (!j.is_object()) return r.bad(where, "a row must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k != "arch" && k != "link" && k != "world" && k != "algos" && k != "source") {
+      return r.bad(where + "." + k, "unknown field");
+    }
+  }
+  TableRow row;
+  if (!j.contains("arch") || !j["arch"].is_string()) return r.bad(where + ".arch", "missing or not a string");
+  std::string arch = j["arch"].get<std::string>();
+  if (!parseArchKey(arch.c_str(), &row.arch)) {
+    return r.bad(where + ".arch", "unknown arch key \"" + arch + "\" (expected smNN, host or default)");
+  }
+  if (!j.contains("link") || !j["link"].is_string()) return r.bad(where + ".link", "missing or not a string");
+  std::string link = j["link"].get<std::string>();
+  if (!parseLinkName(link.c_str(), &row.link)) {
+    return r.bad(where + ".link", "unknown link \"" + link + "\" (expected nvswitch, nvlink, pcie or host)");
+  }
+  if ((row.arch == kArchHost) != (row.link == symmarLinkHostMemory)) {
+    return r.bad(where + ".link", "arch \"host\" goes with link \"host\" and only with it");
+  }
+  std::vector<int> worlds;
+  if (!j.contains("world")) return r.bad(where + ".world", "missing");
+  const json& w = j["world"];
+  if (w.is_number_integer()) {
+    worlds.push_back(w.get<int>());
+  } else if (w.is_array() && !w.empty()) {
+    for (const json& x : w) {
+      if (!x.is_number_integer()) return r.bad(where + ".world", "entries must be integers");
+      worlds.push_back(x.get<int>());
+    }
+  } else {
+    return r.bad(where + ".world", "expected an integer or a non-empty list of integers");
+  }
+  for (int x : worlds) {
+    if (x < kMinTableWorld || x > kMaxTableWorld) {
+      return r.bad(where + ".world", "world size " + std::to_string(x) + " outside 2..8");
+    }
+  }
+  if (!j.contains("algos") || !j["algos"].is_array()) return r.bad(where + ".algos", "missing or not a list");
+  const json& algos = j["algos"];
+  if (algos.size() > static_cast<size_t>(kMaxTableEntries)) {
+    return r.bad(where + ".algos", "at most " + std::to_string(kMaxTableEntries) + " entries");
+  }
+  for (size_t i = 0; i < algos.size(); ++i) {
+    std::string f = where + ".algos[" + std::to_string(i) + "]";
+    const json& e = algos[i];
+    if (!e.is_object() || !e.contains("algo") || !e.contains("max_bytes") || e.size() != 2) {
+      return r.bad(f, "expected {\"algo\": name, \"max_bytes\": size}");
+    }
+    if (!e["algo"].is_string()) return r.bad(f + ".algo", "not a string");
+    std::string name = e["algo"].get<std::string>();
+    symmarAlgo_t algo;
+    if (!parseAlgoName(name.c_str(), &algo) || algo == symmarAlgoAuto) {
+      return r.bad(f + ".algo", "unknown algorithm \"" + name + "\"");
+    }
+    uint64_t max_bytes = 0;
+    SYMMAR_CHECK(readBytes(r, e["max_bytes"], f + ".max_bytes", &max_bytes));
+    if (i > 0 && max_bytes <= row.entries[i - 1].max_bytes) {
+      return r.bad(f + ".max_bytes", "thresholds must increase (" + std::to_string(max_bytes) + " after " +
+                                         std::to_string(row.entries[i - 1].max_bytes) + ")");
+    }
+    row.entries[row.num_entries++] = {algo, max_bytes};
+  }
+  if (j.contains("source")) {
+    if (!j["source"].is_string()) return r.bad(where + ".source", "not a string");
+    row.source = j["source"].get<std::string>();
+  } else {
+    row.source = std::string("table file ") + r.origin;
+  }
+  for (int x : worlds) {
+    row.world = x;
+    out->push_back(row);
+  }
+  return symmarSuccess;
+}
+
+}  // namespace
+
+symmarResult_t Tables::loadJson(const std::string& text, const char* origin) {
+  Reader r{origin};
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return r.bad("(document)", "not valid JSON");
+  if (!doc.is_object()) return r.bad("(document)", "top level must be an object");
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "rows" && it.key() != "comment" && it.key() != "version") return r.bad(it.key(), "unknown field");
+  }
+  if (!doc.contains("rows") || !doc["rows"].is_array()) return r.bad("rows", "missing or not a list");
+  std::vector<TableRow> parsed;
+  const json& rows = doc["rows"];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SYMMAR_CHECK(readRow(r, rows[i], "rows[" + std::to_string(i) + "]", &parsed));
+  }
+  for (const TableRow& row : parsed) put(row);
+  return symmarSuccess;
+}
+
+symmarResult_t Tables::loadFile(const char* path) {
+  std::ifstream in(path);
+  if (!in) return fail(symmarInvalidArgument, "table file %s: (file): cannot be opened", path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return fail(symmarInvalidArgument, "table file %s: (file): read error", path);
+  return loadJson(buf.str(), path);
+}
+
+}  // namespace symmar

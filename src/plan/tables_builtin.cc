@@ -1,0 +1,123 @@
+// The compiled-in size tables. Each spec covers one (arch, link) over a range of world sizes and
+// names the public measurement or table its numbers come from; symmar_tune output replaces them.
+// docs/tables.md renders the same data (symmar_perf --print-tables regenerates it).
+#include "plan/table.h"
+
+namespace symmar {
+namespace {
+
+constexpr uint64_t KiB = 1024;
+constexpr uint64_t MiB = 1024 * 1024;
+constexpr symmarAlgo_t ONE = symmarAlgoOneShot;
+constexpr symmarAlgo_t TWO = symmarAlgoTwoShot;
+constexpr symmarAlgo_t MM = symmarAlgoMultimem;
+
+struct Spec {
+  int arch;
+  symmarLink_t link;
+  int world_min, world_max;
+  TableEntry entries[kMaxTableEntries];
+  const char* source;
+};
+
+constexpr symmarLink_t SW = symmarLinkNvSwitch;
+constexpr symmarLink_t NVL = symmarLinkNvLink;
+constexpr symmarLink_t PCI = symmarLinkPcie;
+
+const Spec kSpecs[] = {
+    // ---- sm90: H100 / H200 ----
+    {90, SW, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}},
+     "vLLM all_reduce_utils.py 9.0: one-stage always at ws=2 (custom AR), symm-mem two-shot to 64 MiB"},
+    {90, SW, 3, 4, {{ONE, 512 * KiB}, {MM, 32 * MiB}},
+     "vLLM custom AR one-stage rule (ws<=4, <512 KiB); vLLM PR 24111 TP4 0.5 MiB one-stage 10us vs "
+     "multimem 16us; vLLM symm-mem 9.0 ws=4 multimem to 32 MiB"},
+    {90, SW, 5, 6, {{ONE, 256 * KiB}, {MM, 64 * MiB}},
+     "vLLM custom AR one-stage rule (ws<=8, <256 KiB); vLLM symm-mem 9.0 ws=6 multimem to 64 MiB; "
+     "PR 24111 TP6 multimem 21us vs NCCL 43us at 2 MiB"},
+    {90, SW, 7, 8, {{ONE, 64 * KiB}, {MM, 64 * MiB}},
+     "NCCL symmetric cost model H100x8 (one-shot LL 6.7us at 14 KiB, NVLS from 2 tokens); vLLM PR 33839 "
+     "custom AR wins to 64 KiB; vLLM symm-mem 9.0 ws=8 multimem to 64 MiB"},
+    {90, NVL, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, "vLLM custom AR 9.0 ws=2 (P2P kernels, no multicast)"},
+    {90, NVL, 3, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
+     "vLLM custom AR 9.0 one-stage rule (<256 KiB) and two-stage above; capped at 16 MiB without a switch"},
+    {90, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}},
+     "vLLM fork custom_all_reduce.cuh: over PCIe one-stage wins only below 64 KiB; two-shot to 2 MiB"},
+
+    // ---- sm100: B200 ----
+    {100, SW, 2, 2, {{ONE, 256 * KiB}},
+     "vLLM PR 42324 B200 ws=2: NCCL wins at 512 KiB (13us vs 16-17us), so symmetric only below"},
+    {100, SW, 3, 4, {{ONE, 1 * MiB}, {TWO, 32 * MiB}},
+     "TensorRT-LLM customAllReduceUtils.h SM100: one-shot to 128 tokens; vLLM symm-mem 10.0 ws=4 to 32 MiB"},
+    {100, SW, 5, 8, {{ONE, 256 * KiB}, {MM, 128 * MiB}},
+     "vLLM custom AR rule (<256 KiB); vLLM symm-mem 10.0 ws=6,8 multimem to 128 MiB; NCCL cost model B200x8 "
+     "(LL 12.3us at 1-2 tokens, NVLS above)"},
+    {100, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 8 * MiB}}, "vLLM custom AR 10.0 (1-2 MiB P2P), conservative without a switch"},
+    {100, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}}, "as sm90 pcie: one-stage wins only below 64 KiB over PCIe"},
+
+    // ---- sm103: B300 ----
+    {103, SW, 2, 2, {{ONE, 4 * MiB}}, "vLLM custom AR 10.3 ws=2 to 4 MiB"},
+    {103, SW, 3, 4, {{ONE, 512 * KiB}, {TWO, 32 * MiB}}, "vLLM custom AR 10.3 ws=4; vLLM symm-mem 10.3 ws=4 to 32 MiB"},
+    {103, SW, 5, 8, {{ONE, 1 * MiB}, {MM, 32 * MiB}},
+     "vLLM PR 37756 B300: one-stage 7us vs multimem 13us at 16 KiB; multimem wins 2-32 MiB; NCCL wins at 64 MiB"},
+    {103, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 8 * MiB}}, "as sm100 nvlink"},
+    {103, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}}, "as sm90 pcie"},
+
+    // ---- sm120: RTX PRO 6000 Blackwell / RTX 50 (PCIe, no multicast) ----
+    {120, PCI, 2, 4, {{ONE, 64 * KiB}, {TWO, 16 * MiB}},
+     "vLLM fork: one-stage wins only below 64 KiB on RTX PRO 6000; SGLang pcie_ipc_ar.py 8x SM120: P2P kernel "
+     "5.3us vs NCCL 205us at 12 KiB, 34.6 vs 1169us at 384 KiB"},
+    {120, PCI, 5, 8, {{ONE, 32 * KiB}, {TWO, 16 * MiB}},
+     "SGLang pcie_ipc_ar.py 8x SM120 (symmetric 34-40x faster than NCCL to 384 KiB); one-shot halved for "
+     "the (N-1)S reads over PCIe"},
+    {120, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+    {120, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+
+    // ---- sm121: GB10 (DGX Spark): same silicon family as sm120 ----
+    {121, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 16 * MiB}}, "as sm120 pcie"},
+    {121, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+    {121, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+
+    // ---- default: any GPU without a row of its own ----
+    {kArchDefault, SW, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}},
+     "SGLang configs/custom_all_reduce_v2.py default: one-shot 1 MiB, two-shot 16 MiB, no multicast"},
+    {kArchDefault, SW, 5, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
+     "SGLang custom_all_reduce_v2 default, one-shot capped by vLLM's ws>4 rule (<256 KiB)"},
+    {kArchDefault, NVL, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default"},
+    {kArchDefault, NVL, 5, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default, vLLM ws>4 rule"},
+    {kArchDefault, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 4 * MiB}},
+     "PCIe default: one-stage below 64 KiB (vLLM fork), two-shot through the decode range (SGLang pcie_ipc_ar.py)"},
+
+    // ---- host backend (CPU ranks over shared memory) ----
+    {kArchHost, symmarLinkHostMemory, 2, 3, {{ONE, 16 * KiB}, {TWO, kUnbounded}},
+     "measured with symmar_perf on a 2-core x86-64 host (docs/performance.md)"},
+    {kArchHost, symmarLinkHostMemory, 4, 8, {{ONE, 4 * KiB}, {TWO, kUnbounded}},
+     "measured with symmar_perf on a 2-core x86-64 host, oversubscribed (docs/performance.md)"},
+};
+
+Tables makeBuiltin() {
+  Tables tables;
+  for (const Spec& spec : kSpecs) {
+    for (int w = spec.world_min; w <= spec.world_max; ++w) {
+      TableRow row;
+      row.arch = spec.arch;
+      row.link = spec.link;
+      row.world = w;
+      for (const TableEntry& e : spec.entries) {
+        if (e.max_bytes == 0) break;
+        row.entries[row.num_entries++] = e;
+      }
+      row.source = spec.source;
+      tables.put(row);
+    }
+  }
+  return tables;
+}
+
+}  // namespace
+
+const Tables& Tables::builtin() {
+  static const Tables kBuiltin = makeBuiltin();
+  return kBuiltin;
+}
+
+}  // namespace symmar

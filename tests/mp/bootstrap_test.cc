@@ -1,0 +1,145 @@
+// How ranks meet: external allgather, a rank that never arrives, clean teardown, epoch wrap.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "mp/mp_util.h"
+
+namespace {
+
+// An in-process allgather, as an engine's process group would provide.
+struct ThreadGroup {
+  explicit ThreadGroup(int n) : n(n) {}
+  int n;
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<char> buf;
+  int arrived = 0, departed = 0;
+  uint64_t generation = 0;
+
+  int allgather(const void* send, void* recv, size_t bytes, int rank) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return departed == 0; });  // previous round fully read
+    if (arrived == 0) buf.assign(bytes * n, 0);
+    memcpy(buf.data() + rank * bytes, send, bytes);
+    uint64_t gen = generation;
+    if (++arrived == n) {
+      ++generation;
+      departed = n;
+      arrived = 0;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return generation != gen; });
+    }
+    memcpy(recv, buf.data(), bytes * n);
+    if (--departed == 0) cv.notify_all();
+    return 0;
+  }
+};
+
+struct GroupRank {
+  ThreadGroup* group;
+  int rank;
+};
+
+int groupAllGather(const void* send, void* recv, size_t bytes, void* user) {
+  auto* gr = static_cast<GroupRank*>(user);
+  return gr->group->allgather(send, recv, bytes, gr->rank);
+}
+
+symmarConfig_t cpuConfig(int timeout_ms) {
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.timeout_ms = timeout_ms;
+  cfg.staging_bytes = 1 << 20;
+  return cfg;
+}
+
+}  // namespace
+
+TEST(Bootstrap, ExternalAllGather) {
+  const int world = 3;
+  ThreadGroup group(world);
+  std::vector<GroupRank> users;
+  for (int r = 0; r < world; ++r) users.push_back({&group, r});
+  auto errors = mp::runThreads(world, [&](int rank) {
+    symmarConfig_t cfg = cpuConfig(20000);
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitExternal(&comm, world, rank, groupAllGather, &users[rank], &cfg) != symmarSuccess) {
+      fprintf(stderr, "rank %d: %s\n", rank, symmarGetLastError(nullptr));
+      return 1;
+    }
+    int bad = 0;
+    uint64_t digest;
+    for (size_t count : {size_t(1), size_t(4097), size_t(200003)}) {
+      bad += mp::runCase(comm, rank, world, {symmarBfloat16, symmarSum, count, false, symmarAlgoAuto, false}, &digest);
+    }
+    void* p = nullptr;  // collective memory calls go through the engine's allgather too
+    bad += symmarMemAlloc(comm, 4096, &p) != symmarSuccess;
+    bad += symmarMemFree(comm, p) != symmarSuccess;
+    return bad + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+}
+
+TEST(Bootstrap, RankThatNeverArrivesGivesTimeout) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  const int timeout_ms = 1500;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<symmarResult_t> results(2);
+  mp::runThreads(2, [&](int rank) {  // ranks 0 and 1 of 3; rank 2 never comes
+    symmarConfig_t cfg = cpuConfig(timeout_ms);
+    symmarComm_t comm = nullptr;
+    results[rank] = symmarCommInitRank(&comm, 3, id, rank, &cfg);
+    return 0;
+  });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(results[0], symmarTimeout);
+  EXPECT_EQ(results[1], symmarTimeout);
+  EXPECT_LT(secs, timeout_ms / 1000.0 + 2.0) << "bounded by the timeout plus a small margin";
+}
+
+TEST(Bootstrap, NoDescriptorsOrMappingsLeftAfterDestroy) {
+  const int fds_before = mp::countOpenFds();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<symmarComm_t> comms(4);
+    symmarConfig_t cfg = cpuConfig(20000);
+    ASSERT_EQ(symmarCommInitAll(comms.data(), 4, nullptr, &cfg), symmarSuccess) << symmarGetLastError(nullptr);
+    EXPECT_GT(mp::countHeapMappings(), 0);
+    for (symmarComm_t c : comms) ASSERT_EQ(symmarCommDestroy(c), symmarSuccess);
+  }
+  EXPECT_EQ(mp::countOpenFds(), fds_before);
+  EXPECT_EQ(mp::countHeapMappings(), 0);
+}
+
+TEST(Bootstrap, TenThousandCallsAcrossEpochWrap) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(2, [&](int rank) {
+    setenv("SYMMAR_EPOCH_START", "4294962000", 1);  // wraps after about 5,300 barriers
+    symmarConfig_t cfg = cpuConfig(30000);
+    cfg.staging_bytes = 16 << 10;
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) return 1;
+    int bad = 0;
+    std::vector<int32_t> buf(5000);
+    for (int call = 0; call < 10000 && bad == 0; ++call) {
+      size_t n = 1 + (call * 7919) % 5000;  // varying sizes, some spanning several chunks
+      for (size_t i = 0; i < n; ++i) buf[i] = static_cast<int32_t>(call + i + rank);
+      symmarAlgo_t algo = call % 3 == 0 ? symmarAlgoOneShot : (call % 3 == 1 ? symmarAlgoTwoShot : symmarAlgoAuto);
+      if (symmarAllReduceAlgo(buf.data(), buf.data(), n, symmarInt32, symmarSum, algo, comm, nullptr) != symmarSuccess) {
+        fprintf(stderr, "rank %d call %d: %s\n", rank, call, symmarGetLastError(comm));
+        return 1;
+      }
+      for (size_t i = 0; i < n; ++i) bad += buf[i] != static_cast<int32_t>(2 * (call + i) + 1);
+    }
+    return bad + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+}

@@ -1,0 +1,218 @@
+#include "mp/mp_util.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "host/host_reduce.h"
+
+namespace mp {
+
+std::vector<int> runForked(int nranks, const std::function<int(int)>& body, int timeout_s) {
+  fflush(stdout);
+  fflush(stderr);
+  std::vector<pid_t> pids(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = body(r);
+      } catch (...) {
+        fprintf(stderr, "rank %d: exception\n", r);
+      }
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc > 255 ? 255 : rc);
+    }
+    pids[r] = pid;
+  }
+  std::vector<int> status(nranks, 255);
+  std::vector<bool> done(nranks, false);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (int left = nranks; left > 0;) {
+    for (int r = 0; r < nranks; ++r) {
+      if (done[r]) continue;
+      int st = 0;
+      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        done[r] = true;
+        --left;
+        status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < nranks; ++r) {
+        if (!done[r]) kill(pids[r], SIGKILL);
+      }
+      for (int r = 0; r < nranks; ++r) {
+        if (!done[r]) waitpid(pids[r], nullptr, 0);
+      }
+      fprintf(stderr, "runForked: ranks still running after %d s were killed\n", timeout_s);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return status;
+}
+
+std::vector<int> runThreads(int nranks, const std::function<int(int)>& body) {
+  std::vector<int> results(nranks, 1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) threads.emplace_back([&, r] { results[r] = body(r); });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+SharedWords::SharedWords(size_t count) : count_(count) {
+  void* p = mmap(nullptr, count * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  words_ = static_cast<uint64_t*>(p == MAP_FAILED ? nullptr : p);
+}
+SharedWords::~SharedWords() {
+  if (words_) munmap(words_, count_ * sizeof(uint64_t));
+}
+
+std::string describe(const Case& c) {
+  static const char* dt[] = {"f32", "f16", "bf16", "i32", "f64"};
+  static const char* op[] = {"sum", "max", "min"};
+  char buf[160];
+  snprintf(buf, sizeof(buf), "%s %s count=%zu %s %s %s", dt[c.dtype], op[c.op], c.count,
+           c.in_place ? "in-place" : "out-of-place", symmarAlgoName(c.algo), c.random_data ? "random" : "exact");
+  return buf;
+}
+
+namespace {
+
+// Small integers: every dtype represents them and their sums over 8 ranks exactly.
+double inputValue(int rank, size_t i, bool random_data) {
+  if (!random_data) return static_cast<double>(static_cast<int>((rank * 131 + i * 7 + (i >> 9)) % 17) - 8);
+  uint64_t h = (static_cast<uint64_t>(rank) << 40) ^ (i * 0x9e3779b97f4a7c15ull);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return static_cast<double>(h % 2000001) / 1000000.0 - 1.0;
+}
+
+void store(void* buf, symmarDataType_t dtype, size_t i, double v) {
+  switch (dtype) {
+    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case symmarFloat64: static_cast<double*>(buf)[i] = v; break;
+    case symmarInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = symmar::floatToHalf(static_cast<float>(v)); break;
+    default: static_cast<uint16_t*>(buf)[i] = symmar::floatToBf16(static_cast<float>(v)); break;
+  }
+}
+
+double load(const void* buf, symmarDataType_t dtype, size_t i) {
+  switch (dtype) {
+    case symmarFloat32: return static_cast<const float*>(buf)[i];
+    case symmarFloat64: return static_cast<const double*>(buf)[i];
+    case symmarInt32: return static_cast<const int32_t*>(buf)[i];
+    case symmarFloat16: return symmar::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    default: return symmar::bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+  }
+}
+
+double tolerance(symmarDataType_t dtype, double ref, int world) {
+  double mag = std::max(1.0, std::fabs(ref));
+  switch (dtype) {
+    case symmarFloat32: return mag * 1e-6 * world;
+    case symmarFloat64: return mag * 1e-13 * world;
+    case symmarFloat16: return mag * std::ldexp(1.0, -10);
+    case symmarBfloat16: return mag * std::ldexp(1.0, -7);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* digest) {
+  const size_t elem = symmarTypeSize(c.dtype);
+  std::vector<uint64_t> send_store((c.count * elem + 7) / 8 + 1), recv_store((c.count * elem + 7) / 8 + 1);
+  void* send = send_store.data();
+  void* recv = c.in_place ? send : recv_store.data();
+  for (size_t i = 0; i < c.count; ++i) store(send, c.dtype, i, inputValue(rank, i, c.random_data));
+  symmarResult_t res = symmarAllReduceAlgo(send, recv, c.count, c.dtype, c.op, c.algo, comm, nullptr);
+  if (res != symmarSuccess) {
+    fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, describe(c).c_str(), symmarGetErrorString(res),
+            symmarGetLastError(comm));
+    return 1;
+  }
+  int errors = 0;
+  std::vector<char> tmp(elem);
+  for (size_t i = 0; i < c.count; ++i) {
+    // Reference from the inputs as each rank stored them (rounded to the dtype), in float64.
+    double ref = 0;
+    for (int r = 0; r < world; ++r) {
+      store(tmp.data(), c.dtype, 0, inputValue(r, i, c.random_data));
+      double x = load(tmp.data(), c.dtype, 0);
+      ref = r == 0 ? x : (c.op == symmarSum ? ref + x : (c.op == symmarMax ? std::max(ref, x) : std::min(ref, x)));
+    }
+    double got = load(recv, c.dtype, i);
+    double tol = (c.random_data && c.op == symmarSum) ? tolerance(c.dtype, ref, world) : 0.0;
+    if (!(std::fabs(got - ref) <= tol)) {
+      if (errors < 3) {
+        fprintf(stderr, "rank %d: %s: element %zu = %.9g, expected %.9g\n", rank, describe(c).c_str(), i, got, ref);
+      }
+      ++errors;
+    }
+  }
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char* p = static_cast<const unsigned char*>(recv);
+  for (size_t i = 0; i < c.count * elem; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  *digest = h;
+  return errors;
+}
+
+std::vector<Case> caseMatrix(size_t staging_bytes, bool full) {
+  std::vector<Case> cases;
+  const symmarDataType_t dtypes[] = {symmarFloat32, symmarFloat16, symmarBfloat16, symmarInt32, symmarFloat64};
+  const symmarAlgo_t algos[] = {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoAuto};
+  for (symmarDataType_t dt : dtypes) {
+    const size_t elem = symmarTypeSize(dt);
+    std::vector<size_t> counts = {0, 1, 2, 3, 7, 1000, 65537};
+    std::vector<size_t> big = {(size_t(1) << 20) + 3, 3 * staging_bytes / elem + 5};
+    for (int op = 0; op < symmarNumOps; ++op) {
+      for (symmarAlgo_t algo : algos) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+          for (size_t n : counts) cases.push_back({dt, static_cast<symmarRedOp_t>(op), n, in_place == 1, algo, false});
+          // Large counts: every combination in the full matrix, sum only otherwise (to bound CI time).
+          if (full || op == symmarSum) {
+            for (size_t n : big) cases.push_back({dt, static_cast<symmarRedOp_t>(op), n, in_place == 1, algo, false});
+          }
+        }
+      }
+    }
+    if (dt != symmarInt32) {
+      for (symmarAlgo_t algo : algos) cases.push_back({dt, symmarSum, 70001, false, algo, true});
+    }
+  }
+  return cases;
+}
+
+int countOpenFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n - 1;  // the directory stream itself
+}
+
+int countHeapMappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int n = 0;
+  while (std::getline(maps, line)) n += line.find("symmar-heap") != std::string::npos;
+  return n;
+}
+
+}  // namespace mp

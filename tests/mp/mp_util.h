@@ -1,0 +1,56 @@
+// Helpers for multi-rank tests: forked ranks with a shared result area, threaded ranks, and one
+// allreduce case checked against a float64 reference.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "symmar/symmar.h"
+
+namespace mp {
+
+/// Runs body(rank) in nranks forked processes; returns each child's exit status (0 = passed,
+/// -signal when killed). Children still running after timeout_s are killed.
+std::vector<int> runForked(int nranks, const std::function<int(int rank)>& body, int timeout_s = 240);
+/// Runs body(rank) in nranks threads of this process; returns each body's result.
+std::vector<int> runThreads(int nranks, const std::function<int(int rank)>& body);
+
+/// Memory shared by forked children (MAP_SHARED | MAP_ANONYMOUS), freed by the destructor.
+class SharedWords {
+ public:
+  explicit SharedWords(size_t count);
+  ~SharedWords();
+  uint64_t& operator[](size_t i) { return words_[i]; }
+  size_t size() const { return count_; }
+
+ private:
+  uint64_t* words_;
+  size_t count_;
+};
+
+struct Case {
+  symmarDataType_t dtype;
+  symmarRedOp_t op;
+  size_t count;
+  bool in_place;
+  symmarAlgo_t algo;
+  bool random_data;  // fractional values (tolerance) instead of small integers (exact)
+};
+std::string describe(const Case& c);
+
+/// Fills inputs for rank, runs the allreduce, checks every element against a float64 reference
+/// (exact for integer data), and returns the number of errors (first few printed to stderr).
+/// *digest receives an FNV-1a hash of the output bytes for the cross-rank comparison.
+int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* digest);
+
+/// The case matrix of the host tests for a given staging size (counts include several times the staging buffer).
+std::vector<Case> caseMatrix(size_t staging_bytes, bool full);
+
+/// Entries of /proc/self/fd.
+int countOpenFds();
+/// Lines of /proc/self/maps that mention the heap's memfd.
+int countHeapMappings();
+
+}  // namespace mp

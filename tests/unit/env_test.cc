@@ -1,0 +1,114 @@
+// The environment registry and the logger.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "core/names.h"
+
+using namespace symmar;
+
+TEST(Env, RegistryDocumentsEveryVariable) {
+  size_t n = 0;
+  const EnvVarInfo* vars = envRegistry(&n);
+  std::set<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    names.insert(vars[i].name);
+    EXPECT_EQ(std::string(vars[i].name).rfind("SYMMAR_", 0), 0u);
+    EXPECT_GT(strlen(vars[i].values), 0u);
+    EXPECT_GT(strlen(vars[i].default_value), 0u);
+    EXPECT_GT(strlen(vars[i].description), 0u);
+  }
+  EXPECT_EQ(names.size(), n) << "no duplicates";
+  for (const char* required : {"SYMMAR_ALGO", "SYMMAR_DISABLE", "SYMMAR_TABLE_FILE", "SYMMAR_DEBUG",
+                               "SYMMAR_DEBUG_SUBSYS", "SYMMAR_DEBUG_FILE", "SYMMAR_SOCKET_IFNAME", "SYMMAR_NCCL_LIB"}) {
+    EXPECT_EQ(names.count(required), 1u) << required;
+  }
+}
+
+TEST(Env, UnregisteredNamesAreNotRead) {
+  setenv("SYMMAR_NOT_A_VARIABLE", "1", 1);
+  EXPECT_EQ(envRaw("SYMMAR_NOT_A_VARIABLE"), nullptr);
+  unsetenv("SYMMAR_NOT_A_VARIABLE");
+}
+
+TEST(Env, ParseSize) {
+  int64_t v = 0;
+  EXPECT_TRUE(parseSize("123", &v));
+  EXPECT_EQ(v, 123);
+  EXPECT_TRUE(parseSize("64K", &v));
+  EXPECT_EQ(v, 64 << 10);
+  EXPECT_TRUE(parseSize("8m", &v));
+  EXPECT_EQ(v, 8 << 20);
+  EXPECT_TRUE(parseSize("2G", &v));
+  EXPECT_EQ(v, int64_t(2) << 30);
+  for (const char* bad : {"", "x", "-1", "12Q", "1KK", "99999999999999999999", "9000000000000G"}) {
+    EXPECT_FALSE(parseSize(bad, &v)) << bad;
+  }
+}
+
+TEST(Env, BadIntegersFallBackToTheDefault) {
+  setenv("SYMMAR_TIMEOUT_MS", "soon", 1);
+  EXPECT_EQ(envInt("SYMMAR_TIMEOUT_MS", 30000, 1, INT32_MAX), 30000);
+  setenv("SYMMAR_TIMEOUT_MS", "0", 1);
+  EXPECT_EQ(envInt("SYMMAR_TIMEOUT_MS", 30000, 1, INT32_MAX), 30000) << "out of range";
+  setenv("SYMMAR_TIMEOUT_MS", "250", 1);
+  EXPECT_EQ(envInt("SYMMAR_TIMEOUT_MS", 30000, 1, INT32_MAX), 250);
+  unsetenv("SYMMAR_TIMEOUT_MS");
+  EXPECT_EQ(envInt("SYMMAR_TIMEOUT_MS", 30000, 1, INT32_MAX), 30000);
+}
+
+TEST(Env, AlgoLists) {
+  uint32_t mask = 0;
+  EXPECT_TRUE(parseAlgoList("oneshot,nccl", &mask));
+  EXPECT_EQ(mask, algoBit(symmarAlgoOneShot) | algoBit(symmarAlgoNccl));
+  EXPECT_TRUE(parseAlgoList("", &mask));
+  EXPECT_EQ(mask, 0u);
+  EXPECT_FALSE(parseAlgoList("oneshot,ring", &mask));
+  EXPECT_FALSE(parseAlgoList("auto", &mask)) << "auto cannot be disabled";
+}
+
+TEST(Log, FileWithHostAndPidAndLineFormat) {
+  std::string pattern = "/tmp/symmar-log-test.%h.%p";
+  setenv("SYMMAR_DEBUG", "INFO", 1);
+  setenv("SYMMAR_DEBUG_SUBSYS", "PLAN,INIT", 1);
+  setenv("SYMMAR_DEBUG_FILE", pattern.c_str(), 1);
+  reloadLogConfig();
+  setLogRank(3);
+  SYMMAR_INFO(kSubsysPlan, "hello %d", 42);
+  SYMMAR_INFO(kSubsysBoot, "filtered out");
+  SYMMAR_TRACE(kSubsysPlan, "below the level");
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string path = "/tmp/symmar-log-test." + std::string(host) + "." + std::to_string(getpid());
+  unsetenv("SYMMAR_DEBUG");
+  unsetenv("SYMMAR_DEBUG_SUBSYS");
+  unsetenv("SYMMAR_DEBUG_FILE");
+  reloadLogConfig();
+  setLogRank(-1);
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::string line, all;
+  while (std::getline(in, line)) all += line + "\n";
+  std::string prefix = std::string(host) + ":" + std::to_string(getpid()) + ":";
+  EXPECT_EQ(all.rfind(prefix, 0), 0u) << all;
+  EXPECT_NE(all.find(" [3] symmar INFO hello 42"), std::string::npos) << all;
+  EXPECT_EQ(all.find("filtered out"), std::string::npos);
+  EXPECT_EQ(all.find("below the level"), std::string::npos);
+  unlink(path.c_str());
+}
+
+TEST(Log, BadLevelIsIgnoredNotFatal) {
+  setenv("SYMMAR_DEBUG", "LOUD", 1);
+  reloadLogConfig();
+  EXPECT_TRUE(logEnabled(LogLevel::kWarn, kSubsysAll)) << "default level stays";
+  EXPECT_FALSE(logEnabled(LogLevel::kInfo, kSubsysAll));
+  unsetenv("SYMMAR_DEBUG");
+  reloadLogConfig();
+}
