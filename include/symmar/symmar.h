@@ -176,6 +176,11 @@ symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceF
 /** Rank and world size of a comm. */
 symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);
 symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks);
+/**
+ * One line describing the comm for logs and benchmark headers: backend, topology and the table row
+ * in use with its thresholds and source. Truncated to len bytes (always NUL-terminated).
+ */
+symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len);
 /** Size in bytes of one element of dtype; 0 for an invalid dtype. */
 size_t symmarTypeSize(symmarDataType_t dtype);
 

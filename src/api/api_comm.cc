@@ -1,5 +1,7 @@
 // Comm lifecycle: settings, bootstrap, backend selection, destroy.
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -85,6 +87,27 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   comm->magic = kCommMagic;
   *out = comm.release();
   return symmarSuccess;
+}
+
+std::string bytesText(uint64_t b) {
+  if (b == kUnbounded) return "unbounded";
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+std::string describeComm(const symmarComm& comm) {
+  const TableRow& row = *comm.row;
+  std::string text = std::string(comm.settings.device >= 0 ? "cuda" : "host") + " backend, link " +
+                     linkName(comm.topo.link) + ", cc " + std::to_string(comm.topo.cc_major) + "." +
+                     std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
+                     ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
+                     linkName(row.link) + "/" + std::to_string(row.world) + ":";
+  for (int i = 0; i < row.num_entries; ++i) {
+    text += std::string(i ? ", " : " ") + symmarAlgoName(row.entries[i].algo) + "<=" + bytesText(row.entries[i].max_bytes);
+  }
+  text += " (" + row.source + ")";
+  return text;
 }
 
 }  // namespace
@@ -231,6 +254,15 @@ symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceF
     comm->fallback_fn = fn;
     comm->fallback_release = release;
     comm->fallback_user = user;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len) {
+  return guarded(comm, [&] {
+    if (!comm || !buf || len == 0) return fail(symmarInvalidArgument, "symmarCommDescribe: NULL argument or len 0");
+    std::string text = describeComm(*comm);
+    snprintf(buf, len, "%s", text.c_str());
     return symmarSuccess;
   });
 }

@@ -163,6 +163,11 @@ symmarResult_t TcpBootstrap::connectRoot(const IdPayload& id) {
   SYMMAR_CHECK(sendAll(root_, &hello, sizeof(hello), deadline, "bootstrap hello"));
   int32_t ack = 0;
   SYMMAR_CHECK(recvAll(root_, &ack, sizeof(ack), deadline, "bootstrap: waiting for every rank to join"));
+  if (ack < 0 && -ack < symmarNumResults) {
+    return fail(static_cast<symmarResult_t>(-ack), "bootstrap: rank 0 gave up forming the comm (%s: not every rank joined "
+                "within its timeout, or a rank joined with a wrong rank or size)",
+                symmarGetErrorString(static_cast<symmarResult_t>(-ack)));
+  }
   if (ack != nranks()) return fail(symmarInvalidArgument, "bootstrap: rank 0 rejected this rank (%d)", ack);
   return symmarSuccess;
 }
@@ -210,7 +215,14 @@ symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
     ++joined;
   }
   close(listener);
-  if (res != symmarSuccess) return res;
+  if (res != symmarSuccess) {
+    // Tell the ranks that did join why the comm will not form, instead of just hanging up.
+    int32_t nack = -static_cast<int32_t>(res);
+    for (int r = 1; r < nranks(); ++r) {
+      if (peers_[r] >= 0) sendAll(peers_[r], &nack, sizeof(nack), Deadline::in(100), "bootstrap nack");
+    }
+    return res;
+  }
   int32_t ack = nranks();
   for (int r = 1; r < nranks(); ++r) SYMMAR_CHECK(sendAll(peers_[r], &ack, sizeof(ack), deadline, "bootstrap ack"));
   return symmarSuccess;

@@ -1,0 +1,266 @@
+#include "perf_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "host/host_reduce.h"
+
+#ifdef SYMMAR_PERF_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace perf {
+namespace {
+
+// Small integers: exact in every dtype and in sums over up to 8 ranks.
+double inputValue(int rank, size_t i) { return static_cast<double>(static_cast<int>((rank * 3 + i) % 11) - 5); }
+
+double expectedValue(int world, size_t i, symmarRedOp_t op) {
+  double acc = inputValue(0, i);
+  for (int r = 1; r < world; ++r) {
+    double x = inputValue(r, i);
+    acc = op == symmarSum ? acc + x : (op == symmarMax ? std::max(acc, x) : std::min(acc, x));
+  }
+  return acc;
+}
+
+void storeValue(void* buf, symmarDataType_t dtype, size_t i, double v) {
+  switch (dtype) {
+    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case symmarFloat64: static_cast<double*>(buf)[i] = v; break;
+    case symmarInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = symmar::floatToHalf(static_cast<float>(v)); break;
+    default: static_cast<uint16_t*>(buf)[i] = symmar::floatToBf16(static_cast<float>(v)); break;
+  }
+}
+
+double loadValue(const void* buf, symmarDataType_t dtype, size_t i) {
+  switch (dtype) {
+    case symmarFloat32: return static_cast<const float*>(buf)[i];
+    case symmarFloat64: return static_cast<const double*>(buf)[i];
+    case symmarInt32: return static_cast<const int32_t*>(buf)[i];
+    case symmarFloat16: return symmar::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    default: return symmar::bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Where one rank's send/recv buffers live and how a call is timed.
+class Buffers {
+ public:
+  virtual ~Buffers() = default;
+  virtual void* send() = 0;
+  virtual void* recv() = 0;
+  virtual void upload(const std::vector<char>& host) = 0;   // host pattern -> send
+  virtual void download(std::vector<char>* host, size_t bytes) = 0;  // recv -> host
+  virtual void* stream() { return nullptr; }
+  /// Runs one allreduce and returns its duration in microseconds, or a negative value on error.
+  virtual double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
+                           symmarResult_t* res) = 0;
+};
+
+class HostBuffers : public Buffers {
+ public:
+  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric) : comm_(comm), symmetric_(symmetric) {
+    if (symmetric && symmarMemAlloc(comm, bytes, &send_) != symmarSuccess) send_ = nullptr;
+    if (!symmetric) send_ = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    recv_ = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  }
+  ~HostBuffers() override {
+    if (symmetric_ && send_) symmarMemFree(comm_, send_);
+    if (!symmetric_) free(send_);
+    free(recv_);
+  }
+  void* send() override { return send_; }
+  void* recv() override { return recv_; }
+  void upload(const std::vector<char>& host) override { memcpy(send_, host.data(), host.size()); }
+  void download(std::vector<char>* host, size_t bytes) override {
+    host->resize(bytes);
+    memcpy(host->data(), recv_, bytes);
+  }
+  double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
+                   symmarResult_t* res) override {
+    auto t0 = std::chrono::steady_clock::now();
+    *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, nullptr);
+    auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+
+ private:
+  symmarComm_t comm_;
+  bool symmetric_;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+};
+
+#ifdef SYMMAR_PERF_WITH_CUDA
+class GpuBuffers : public Buffers {
+ public:
+  GpuBuffers(symmarComm_t comm, size_t bytes, bool symmetric, int device) : comm_(comm), symmetric_(symmetric) {
+    cudaSetDevice(device);
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    cudaEventCreate(&start_);
+    cudaEventCreate(&stop_);
+    if (symmetric) {
+      if (symmarMemAlloc(comm, bytes, &send_) != symmarSuccess) send_ = nullptr;
+    } else if (cudaMalloc(&send_, bytes) != cudaSuccess) {
+      send_ = nullptr;
+    }
+    if (cudaMalloc(&recv_, bytes) != cudaSuccess) recv_ = nullptr;
+  }
+  ~GpuBuffers() override {
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (symmetric_ && send_) symmarMemFree(comm_, send_);
+    if (!symmetric_ && send_) cudaFree(send_);
+    if (recv_) cudaFree(recv_);
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaStreamDestroy(stream_);
+  }
+  void* send() override { return send_; }
+  void* recv() override { return recv_; }
+  void* stream() override { return stream_; }
+  void upload(const std::vector<char>& host) override {
+    cudaMemcpy(send_, host.data(), host.size(), cudaMemcpyHostToDevice);
+  }
+  void download(std::vector<char>* host, size_t bytes) override {
+    host->resize(bytes);
+    cudaMemcpy(host->data(), recv_, bytes, cudaMemcpyDeviceToHost);
+  }
+  double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
+                   symmarResult_t* res) override {
+    if (opt.graph && !captureIfNeeded(comm, count, opt, algo, res)) return -1;
+    cudaEventRecord(start_, stream_);
+    if (opt.graph) {
+      *res = cudaGraphLaunch(graph_exec_, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
+    } else {
+      *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
+    }
+    cudaEventRecord(stop_, stream_);
+    if (cudaEventSynchronize(stop_) != cudaSuccess) *res = symmarCudaError;
+    symmarResult_t async = symmarSuccess;
+    if (*res == symmarSuccess && symmarCommGetAsyncError(comm, &async) == symmarSuccess) *res = async;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start_, stop_);
+    return ms * 1000.0;
+  }
+
+ private:
+  bool captureIfNeeded(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo, symmarResult_t* res) {
+    if (graph_exec_ && graph_count_ == count && graph_algo_ == algo) return true;
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
+    cudaStreamEndCapture(stream_, &graph);
+    if (*res != symmarSuccess || !graph || cudaGraphInstantiate(&graph_exec_, graph, 0) != cudaSuccess) {
+      if (*res == symmarSuccess) *res = symmarCudaError;
+      if (graph) cudaGraphDestroy(graph);
+      return false;
+    }
+    cudaGraphDestroy(graph);
+    graph_count_ = count;
+    graph_algo_ = algo;
+    return true;
+  }
+
+  symmarComm_t comm_;
+  bool symmetric_;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  size_t graph_count_ = 0;
+  symmarAlgo_t graph_algo_ = symmarAlgoAuto;
+};
+#endif
+
+std::vector<size_t> sizes(const Options& opt, size_t elem) {
+  std::vector<size_t> out;
+  for (double b = static_cast<double>(std::max(opt.min_bytes, elem)); b <= static_cast<double>(opt.max_bytes);
+       b = opt.factor > 1 ? b * opt.factor : b + 1e18) {
+    size_t bytes = static_cast<size_t>(b) / elem * elem;
+    if (out.empty() || out.back() != bytes) out.push_back(bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
+              std::string* error) {
+  const size_t elem = symmarTypeSize(opt.dtype);
+  const int world = group.size();
+  std::unique_ptr<Buffers> bufs;
+  (void)gpu_device;
+#ifdef SYMMAR_PERF_WITH_CUDA
+  if (gpu_device >= 0) bufs = std::make_unique<GpuBuffers>(comm, opt.max_bytes, opt.symmetric, gpu_device);
+#endif
+  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric);
+  if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) {
+    *error = "could not allocate " + std::to_string(opt.max_bytes) + "-byte buffers on every rank";
+    return false;
+  }
+  std::vector<char> host(opt.max_bytes);
+  for (size_t i = 0; i < opt.max_bytes / elem; ++i) storeValue(host.data(), opt.dtype, i, inputValue(group.rank(), i));
+  bufs->upload(host);
+
+  std::vector<symmarAlgo_t> algos = opt.algos;
+  if (opt.all_algos) {
+    algos = {symmarAlgoAuto};
+    for (int a = symmarAlgoOneShot; a < symmarNumAlgos; ++a) {
+      symmarResult_t res = symmarSuccess;
+      double t = bufs->timedCall(comm, 1, opt, static_cast<symmarAlgo_t>(a), &res);
+      (void)t;
+      if (group.sumOf(res == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
+    }
+  }
+  for (symmarAlgo_t algo : algos) {
+    for (size_t bytes : sizes(opt, elem)) {
+      const size_t count = bytes / elem;
+      std::vector<double> times;
+      symmarResult_t res = symmarSuccess;
+      group.barrier();
+      for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
+        double us = bufs->timedCall(comm, count, opt, algo, &res);
+        if (it >= opt.warmup) times.push_back(us);
+      }
+      if (group.sumOf(res == symmarSuccess ? 0 : 1) != 0) {
+        *error = std::string("allreduce failed with ") + symmarAlgoName(algo) + " at " + std::to_string(bytes) +
+                 " bytes: " + symmarGetErrorString(res) + " (" + symmarGetLastError(comm) + ")";
+        return false;
+      }
+      long wrong = 0;
+      if (opt.check) {
+        std::vector<char> out;
+        bufs->download(&out, bytes);
+        if (opt.plant_wrong && group.rank() == 0) storeValue(out.data(), opt.dtype, 0, 12345);
+        for (size_t i = 0; i < count; ++i) wrong += loadValue(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
+      }
+      symmarAlgo_t planned = algo;
+      if (algo == symmarAlgoAuto) symmarCommPlan(comm, count, opt.dtype, opt.op, &planned);
+      Result r;
+      r.algo = algo;
+      r.bytes = bytes;
+      r.count = count;
+      r.time_us = group.maxOf(median(times));
+      r.algbw_gbs = r.time_us > 0 ? bytes / (r.time_us * 1e3) : 0;
+      r.busbw_gbs = r.algbw_gbs * busFactor(world);
+      r.wrong = group.sumOf(wrong);
+      r.planned = planned;
+      results->push_back(r);
+    }
+  }
+  return true;
+}
+
+}  // namespace perf

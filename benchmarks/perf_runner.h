@@ -1,0 +1,50 @@
+// One rank's side of a symmar_perf sweep: buffers, timing, checking.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "perf_group.h"
+#include "symmar/symmar.h"
+
+namespace perf {
+
+struct Options {
+  size_t min_bytes = 8;
+  size_t max_bytes = 64 << 20;
+  double factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  symmarDataType_t dtype = symmarFloat32;
+  symmarRedOp_t op = symmarSum;
+  bool graph = false;                          // capture each call in a CUDA graph (GPU)
+  std::vector<symmarAlgo_t> algos = {symmarAlgoAuto};
+  bool all_algos = false;                      // "-A all": every algorithm this comm can serve
+  std::string device = "auto";                 // cpu | gpu | auto
+  int local_world = 0;                         // ranks in this process (threads)
+  std::string json;                            // -J file
+  bool symmetric = false;                      // buffers from symmarMemAlloc (zero-copy inputs)
+  bool plant_wrong = false;                    // test switch: corrupt one result before checking
+};
+
+struct Result {
+  symmarAlgo_t algo;
+  size_t bytes;
+  size_t count;
+  double time_us;  // median over iterations, max over ranks
+  double algbw_gbs;
+  double busbw_gbs;
+  long wrong;
+  symmarAlgo_t planned;  // what auto ran for this size
+};
+
+/// Runs the sweep on this rank. Collective over group; returns the same results on every rank.
+/// gpu_device >= 0 runs on that CUDA device with the comm's stream semantics.
+bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
+              std::string* error);
+
+/// Bus bandwidth factor of allreduce: 2(n-1)/n.
+inline double busFactor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
+
+}  // namespace perf

@@ -1,0 +1,316 @@
+#include "gpu/cuda_backend.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/agree.h"
+#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_check.h"
+#include "gpu/driver.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+constexpr size_t kDefaultStagingBytes = size_t{8} << 20;
+constexpr size_t kMinStagingBytes = size_t{64} << 10;
+constexpr int64_t kDefaultHeapBytes = int64_t{256} << 20;
+constexpr int kDefaultTimeoutMs = 30000;
+
+/// Makes the comm's device current for the scope and restores the caller's afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) cudaSetDevice(device);
+    switched_ = prev_ != device && prev_ >= 0;
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+CudaBackend::~CudaBackend() {
+  if (device_ < 0) return;
+  DeviceGuard guard(device_);
+  if (status_host_ && status_host_[0] != 0) nccl_.markFailed();
+  // Kernels of this comm may still read peer mappings; every wait in them is bounded.
+  cudaDeviceSynchronize();
+  heap_.release();
+  for (void* p : plain_allocs_) cudaFree(p);
+  if (state_) cudaFree(state_);
+  if (status_host_) cudaFreeHost(status_host_);
+  cudaGetLastError();
+}
+
+symmarResult_t CudaBackend::resolveSettings() {
+  const SymmarSettings& s = comm_.settings;
+  if (s.device == SYMMAR_DEVICE_AUTO) {
+    SYMMAR_CUDA_TRY(cudaGetDevice(&device_));
+  } else if (s.device < 0) {
+    return fail(symmarInvalidArgument, "device %d is not a CUDA device", s.device);
+  } else {
+    device_ = s.device;
+  }
+  timeout_ms_ = s.timeout_ms > 0 ? s.timeout_ms
+                                 : static_cast<int>(envInt("SYMMAR_TIMEOUT_MS", kDefaultTimeoutMs, 1, INT_MAX));
+  epoch_start_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
+  size_t staging = s.staging_bytes ? s.staging_bytes : kDefaultStagingBytes;
+  staging = std::max(kMinStagingBytes, staging / 256 * 256);
+  // Chunking must agree on every rank: all use the smallest staging any rank asked for.
+  std::vector<uint64_t> all;
+  SYMMAR_CHECK(gatherAll<uint64_t>(*comm_.bootstrap, staging, &all));
+  staging = static_cast<size_t>(*std::min_element(all.begin(), all.end()));
+  const size_t heap = static_cast<size_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t{1} << 40));
+  layout_ = makeLayout(staging, heap);
+  return symmarSuccess;
+}
+
+/// Blocks per kernel: every rank on a GPU spins on its peers, so all their grids must be resident at
+/// once (multiprocessors x resident blocks / ranks on the GPU), at most kMaxBlocks. Same on all ranks.
+symmarResult_t CudaBackend::initBlocks() {
+  int sms = 0;
+  SYMMAR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+  int per_sm = INT_MAX;
+  for (int d = 0; d < 3; ++d) {
+    for (int o = 0; o < symmarNumOps; ++o) {
+      const auto dt = static_cast<symmarDataType_t>(d);
+      const auto op = static_cast<symmarRedOp_t>(o);
+      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op)}) {
+        if (!k) continue;
+        int n = 0;
+        SYMMAR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, 0));
+        per_sm = std::min(per_sm, n);
+      }
+    }
+  }
+  int cap = std::max(1, sms * std::max(per_sm, 1) / std::max(topo_.ranks_on_my_device, 1));
+  cap = std::min(cap, sched::kMaxBlocks);
+  std::vector<int32_t> caps;
+  SYMMAR_CHECK(gatherAll<int32_t>(*comm_.bootstrap, cap, &caps));
+  nblocks_ = *std::min_element(caps.begin(), caps.end());
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_) != cudaSuccess || khz <= 0) khz = 2000000;
+  // The peak clock makes the bound a lower limit in wall time (a throttled SM counts slower).
+  timeout_cycles_ = static_cast<long long>(timeout_ms_) * khz;
+  return symmarSuccess;
+}
+
+/// Device epochs, pads and the status words. Every flag starts at the start epoch, then a
+/// bootstrap agreement makes sure no rank runs a kernel before all pads are initialised.
+symmarResult_t CudaBackend::initDeviceState() {
+  SYMMAR_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&status_host_), kStatusWords * sizeof(int),
+                                cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(status_host_, 0, kStatusWords * sizeof(int));
+  SYMMAR_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&status_dev_), status_host_, 0));
+  SYMMAR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(DeviceState)));
+  DeviceState init{};
+  for (uint32_t& e : init.start_epoch) e = epoch_start_;
+  init.end_epoch = epoch_start_;
+  init.done_count = 0;
+  SYMMAR_CUDA_TRY(cudaMemcpy(state_, &init, sizeof(init), cudaMemcpyHostToDevice));
+  if (have_heap_) {
+    std::vector<char> pad(sched::kSignalPadBytes, 0);
+    for (int b = 0; b < sched::kMaxBlocks; ++b) {
+      for (int s = 0; s < sched::kBarrierSlots; ++s) {
+        std::memcpy(pad.data() + sched::flagOffset(b, s), &epoch_start_, sizeof(epoch_start_));
+      }
+    }
+    SYMMAR_CUDA_TRY(cudaMemcpy(heap_.base(comm_.rank) + layout_.pad_off, pad.data(), pad.size(),
+                               cudaMemcpyHostToDevice));
+  }
+  SYMMAR_CUDA_TRY(cudaDeviceSynchronize());
+  return symmarSuccess;
+}
+
+symmarResult_t CudaBackend::init() {
+  const char* why = "";
+  if (!driverApi(&why)) return fail(symmarCudaError, "the CUDA backend cannot start: %s", why);
+  SYMMAR_CHECK(resolveSettings());
+  SYMMAR_CUDA_TRY(cudaSetDevice(device_));
+  SYMMAR_CUDA_TRY(cudaFree(nullptr));  // creates the primary context the driver calls use
+  SYMMAR_CHECK(probeTopology(comm_, device_, &topo_));
+  SYMMAR_CHECK(initBlocks());
+
+  // The planner reads fallbacks(): it must be the same on every rank. NCCL cannot put two ranks
+  // on one GPU, so such comms go without it.
+  bool nccl = nccl_.load() && (!topo_.devices_repeat || comm_.nranks == 1);
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(*comm_.bootstrap, nccl, &bad));
+  nccl_ok_ = bad < 0;
+
+  have_heap_ = topo_.all_local;
+  if (have_heap_) {
+    SYMMAR_CHECK(heap_.create(comm_, device_, layout_, topo_.peer_access, topo_.topo.multicast != 0, timeout_ms_));
+    arena_ = SymmetricArena(layout_.heap_bytes);
+  }
+  topo_.topo.multicast = heap_.multicast() ? 1 : 0;
+
+  symmarResult_t local = initDeviceState();
+  SYMMAR_CHECK(agreeAll(*comm_.bootstrap, local == symmarSuccess, &bad));
+  if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+  comm_.topo = topo_.topo;
+  SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
+              device_, nblocks_, kThreads, layout_.staging_bytes, nccl_ok_ ? "yes" : "no");
+  return symmarSuccess;
+}
+
+uint64_t CudaBackend::inPlaceDescriptor(const void* send, const void* recv, size_t bytes, symmarAlgo_t algo) const {
+  if (!have_heap_ || algo == symmarAlgoMultimem) return kNoDesc;  // multimem needs equal offsets: staged
+  const uintptr_t heap = reinterpret_cast<uintptr_t>(heap_.base(comm_.rank)) + layout_.heap_off;
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send);
+  const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
+  if (s < heap || s % sched::kVecBytes != 0 || bytes > layout_.heap_bytes || s - heap > layout_.heap_bytes - bytes) {
+    return kNoDesc;
+  }
+  if (!arena_.contains(s - heap, bytes, nullptr)) return kNoDesc;
+  const bool disjoint = s + bytes <= r || r + bytes <= s;
+  // One-shot writes its output while peers may still read its input: only disjoint buffers.
+  // Two-shot overwrites a slice only after every peer has read it: in place is fine as well.
+  if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kNoDesc;
+  return layout_.heap_off + (s - heap);
+}
+
+symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
+  SYMMAR_CHECK(asyncError());
+  if (count == 0) return symmarSuccess;
+  DeviceGuard guard(device_);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (algo == symmarAlgoNccl) {
+    if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
+    return nccl_.allReduce(comm_, send, recv, count, dtype, op, s);
+  }
+  const void* kernel = nullptr;
+  if (algo == symmarAlgoOneShot) kernel = oneShotKernel(dtype, op);
+  if (algo == symmarAlgoTwoShot) kernel = twoShotKernel(dtype, op);
+  if (algo == symmarAlgoMultimem) kernel = heap_.multicast() ? multimemKernel(dtype, op) : nullptr;
+  if (!kernel || !topo_.peer_access) {
+    return fail(symmarUnsupported, "algorithm %d cannot serve dtype %d op %d on this comm", static_cast<int>(algo),
+                static_cast<int>(dtype), static_cast<int>(op));
+  }
+  const size_t elem = symmarTypeSize(dtype);
+  KernelArgs a{};
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.rank = comm_.rank;
+  a.world = comm_.nranks;
+  for (int r = 0; r < comm_.nranks; ++r) a.base[r] = heap_.base(r);
+  a.mc_base = heap_.multicastBase();
+  a.staging_off = layout_.staging_off;
+  a.staging_bytes = layout_.staging_bytes;
+  a.chunk_elems = sched::chunkElems(layout_.staging_bytes, elem, comm_.nranks);
+  a.send_desc = inPlaceDescriptor(send, recv, count * elem, algo);
+  a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
+  a.state = state_;
+  a.status = status_dev_;
+  a.timeout_cycles = timeout_cycles_;
+  void* params[] = {&a};
+  SYMMAR_CUDA_TRY(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(nblocks_)), dim3(kThreads), params, 0, s));
+  return symmarSuccess;
+}
+
+symmarResult_t CudaBackend::asyncError() {
+  const volatile int* st = status_host_;
+  if (!st || st[0] == 0) return symmarSuccess;
+  nccl_.markFailed();
+  return fail(static_cast<symmarResult_t>(st[0]),
+              "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
+              comm_.rank, timeout_ms_, st[1], st[2]);
+}
+
+symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
+  Bootstrap& bs = *comm_.bootstrap;
+  if (!have_heap_) {  // no shared heap: plain device memory (never read by peers)
+    DeviceGuard guard(device_);
+    SYMMAR_CUDA_TRY(cudaMalloc(ptr, bytes));
+    plain_allocs_.insert(*ptr);
+    return symmarSuccess;
+  }
+  size_t off = 0;
+  const bool ok = arena_.allocate(bytes, &off);
+  struct Rec {
+    uint64_t ok;
+    uint64_t off;
+  };
+  std::vector<Rec> all;
+  SYMMAR_CHECK(gatherAll(bs, Rec{ok ? 1u : 0u, off}, &all));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].ok || all[r].off != all[0].off) {
+      if (ok) arena_.release(off);
+      if (!all[r].ok) {
+        return fail(symmarOutOfMemory, "symmarMemAlloc(%zu): rank %zu's symmetric heap (%zu bytes) is full", bytes,
+                    r, layout_.heap_bytes);
+      }
+      return fail(symmarInvalidUsage, "symmarMemAlloc(%zu): offsets differ across ranks (rank %zu), so the ranks' "
+                  "allocation sequences differ", bytes, r);
+    }
+  }
+  *ptr = heap_.base(comm_.rank) + layout_.heap_off + off;
+  return symmarSuccess;
+}
+
+symmarResult_t CudaBackend::memFree(void* ptr) {
+  if (!have_heap_) {
+    if (plain_allocs_.erase(ptr) != 1) return fail(symmarInvalidArgument, "pointer was not allocated by symmarMemAlloc");
+    DeviceGuard guard(device_);
+    SYMMAR_CUDA_TRY(cudaFree(ptr));
+    return symmarSuccess;
+  }
+  const char* heap = heap_.base(comm_.rank) + layout_.heap_off;
+  const char* p = static_cast<const char*>(ptr);
+  const bool mine = p >= heap && p < heap + layout_.heap_bytes && arena_.release(static_cast<size_t>(p - heap));
+  std::vector<uint64_t> all;
+  SYMMAR_CHECK(gatherAll<uint64_t>(*comm_.bootstrap, mine ? static_cast<uint64_t>(p - heap) : ~0ull, &all));
+  if (!mine) return fail(symmarInvalidArgument, "pointer %p was not allocated by symmarMemAlloc on this comm", ptr);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != all[comm_.rank]) {
+      return fail(symmarInvalidUsage, "symmarMemFree: rank %zu freed a different buffer than rank %d", r, comm_.rank);
+    }
+  }
+  return symmarSuccess;
+}
+
+}  // namespace gpu
+
+bool cudaUsable(int* device) {
+  *device = -1;
+  if (!gpu::driverApi()) return false;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  *device = d;
+  return true;
+}
+
+symmarResult_t createCudaBackend(symmarComm& comm, std::unique_ptr<Backend>* out) {
+  if (comm.nranks > gpu::kMaxRanks) {
+    SYMMAR_INFO(kSubsysInit, "%d ranks: the symmetric kernels serve at most %d, NCCL serves this comm", comm.nranks,
+                gpu::kMaxRanks);
+  }
+  auto backend = std::make_unique<gpu::CudaBackend>(comm);
+  SYMMAR_CHECK(backend->init());
+  *out = std::move(backend);
+  return symmarSuccess;
+}
+
+}  // namespace symmar

@@ -1,0 +1,72 @@
+#include "gpu/driver.h"
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <string>
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+struct Loaded {
+  DriverApi api;
+  bool ok = false;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded l;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    l.why = std::string("no usable CUDA driver: ") + cudaGetErrorString(err);
+    cudaGetLastError();  // do not leave the error sticky for the caller
+    return l;
+  }
+  bool required_ok = true;
+  bool multicast_ok = true;
+#define SYMMAR_DRIVER_LOAD(name, required)                                                                   \
+  {                                                                                                          \
+    void* fn = nullptr;                                                                                      \
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;                                  \
+    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, CUDA_VERSION, cudaEnableDefault, &q);       \
+    if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && fn) {                                        \
+      l.api.name = reinterpret_cast<decltype(l.api.name)>(fn);                                               \
+    } else if (required) {                                                                                   \
+      if (required_ok) l.why = "the CUDA driver lacks " #name;                                               \
+      required_ok = false;                                                                                   \
+    } else {                                                                                                 \
+      multicast_ok = false;                                                                                  \
+    }                                                                                                        \
+    cudaGetLastError();                                                                                      \
+  }
+  SYMMAR_DRIVER_FUNCTIONS(SYMMAR_DRIVER_LOAD)
+#undef SYMMAR_DRIVER_LOAD
+  l.api.has_multicast = multicast_ok;
+  l.ok = required_ok;
+  return l;
+}
+
+}  // namespace
+
+const DriverApi* driverApi(const char** why) {
+  static std::once_flag once;
+  static Loaded* loaded = nullptr;
+  std::call_once(once, [] { loaded = new Loaded(load()); });
+  if (!loaded->ok) {
+    if (why) *why = loaded->why.c_str();
+    return nullptr;
+  }
+  return &loaded->api;
+}
+
+const char* driverErrorText(CUresult res) {
+  const DriverApi* api = driverApi();
+  const char* text = nullptr;
+  if (api && api->cuGetErrorString(res, &text) == CUDA_SUCCESS && text) return text;
+  return "unknown CUDA driver error";
+}
+
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,125 @@
+#include "gpu/nccl_fallback.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/agree.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+// Values of nccl.h's enums (stable since NCCL 2.0; bf16 since 2.10).
+constexpr int kNcclSuccess = 0;
+constexpr int kNcclInt32 = 2;
+constexpr int kNcclFloat16 = 6;
+constexpr int kNcclFloat32 = 7;
+constexpr int kNcclFloat64 = 8;
+constexpr int kNcclBfloat16 = 9;
+constexpr int kNcclSum = 0;
+constexpr int kNcclMax = 2;
+constexpr int kNcclMin = 3;
+
+int ncclType(symmarDataType_t d) {
+  switch (d) {
+    case symmarFloat32: return kNcclFloat32;
+    case symmarFloat16: return kNcclFloat16;
+    case symmarBfloat16: return kNcclBfloat16;
+    case symmarInt32: return kNcclInt32;
+    case symmarFloat64: return kNcclFloat64;
+    default: return -1;
+  }
+}
+int ncclOp(symmarRedOp_t o) { return o == symmarSum ? kNcclSum : o == symmarMax ? kNcclMax : kNcclMin; }
+
+}  // namespace
+
+NcclFallback::~NcclFallback() {
+  if (comm_ && owned_) (failed_ && comm_abort_ ? comm_abort_ : comm_destroy_)(comm_);
+  // The library stays loaded: NCCL keeps process-wide state that must not be unmapped.
+}
+
+bool NcclFallback::load() {
+  if (lib_) return true;
+  const char* name = envRaw("SYMMAR_NCCL_LIB");
+  if (!name) name = "libnccl.so.2";
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* err = dlerror();
+    SYMMAR_INFO(kSubsysGpu, "NCCL fallback unavailable: %s", err ? err : name);
+    return false;
+  }
+  get_unique_id_ = reinterpret_cast<GetUniqueIdFn>(dlsym(lib, "ncclGetUniqueId"));
+  comm_init_rank_ = reinterpret_cast<CommInitRankFn>(dlsym(lib, "ncclCommInitRank"));
+  all_reduce_ = reinterpret_cast<AllReduceFn>(dlsym(lib, "ncclAllReduce"));
+  comm_destroy_ = reinterpret_cast<CommFn>(dlsym(lib, "ncclCommDestroy"));
+  comm_abort_ = reinterpret_cast<CommFn>(dlsym(lib, "ncclCommAbort"));
+  error_string_ = reinterpret_cast<ErrorStringFn>(dlsym(lib, "ncclGetErrorString"));
+  if (!get_unique_id_ || !comm_init_rank_ || !all_reduce_ || !comm_destroy_ || !error_string_) {
+    SYMMAR_WARN(kSubsysGpu, "NCCL fallback unavailable: %s lacks a required symbol", name);
+    dlclose(lib);
+    return false;
+  }
+  lib_ = lib;
+  SYMMAR_INFO(kSubsysGpu, "NCCL fallback loaded from %s", name);
+  return true;
+}
+
+symmarResult_t NcclFallback::ncclFailure(int res, const char* what) const {
+  return fail(symmarNcclError, "%s failed: %s", what, error_string_ ? error_string_(res) : "unknown NCCL error");
+}
+
+symmarResult_t NcclFallback::adopt(void* nccl_comm) {
+  if (!lib_) return fail(symmarNcclError, "cannot adopt an NCCL communicator: libnccl could not be loaded");
+  if (!nccl_comm) return fail(symmarInvalidArgument, "null NCCL communicator");
+  if (comm_ && owned_) comm_destroy_(comm_);
+  comm_ = nccl_comm;
+  owned_ = false;
+  return symmarSuccess;
+}
+
+symmarResult_t NcclFallback::ensureComm(symmarComm& comm) {
+  if (comm_) return symmarSuccess;
+  struct Record {
+    int32_t ok;
+    UniqueId id;
+  };
+  Record mine{};
+  mine.ok = 1;
+  int res = kNcclSuccess;
+  if (comm.rank == 0) {
+    res = get_unique_id_(&mine.id);
+    mine.ok = res == kNcclSuccess;
+  }
+  std::vector<Record> all;
+  SYMMAR_CHECK(gatherAll(*comm.bootstrap, mine, &all));
+  if (!all[0].ok) {
+    return comm.rank == 0 ? ncclFailure(res, "ncclGetUniqueId") : fail(symmarNcclError, "rank 0 could not create an NCCL id");
+  }
+  void* c = nullptr;
+  res = comm_init_rank_(&c, comm.nranks, all[0].id, comm.rank);
+  if (res != kNcclSuccess) return ncclFailure(res, "ncclCommInitRank");
+  comm_ = c;
+  owned_ = true;
+  SYMMAR_INFO(kSubsysGpu, "created an NCCL communicator for the fallback (%d ranks)", comm.nranks);
+  return symmarSuccess;
+}
+
+symmarResult_t NcclFallback::allReduce(symmarComm& comm, const void* send, void* recv, size_t count,
+                                       symmarDataType_t dtype, symmarRedOp_t op, cudaStream_t stream) {
+  if (!lib_) return fail(symmarUnsupported, "the NCCL fallback is not available (libnccl not loaded)");
+  int type = ncclType(dtype);
+  if (type < 0) return fail(symmarInvalidArgument, "data type %d has no NCCL equivalent", static_cast<int>(dtype));
+  SYMMAR_CHECK(ensureComm(comm));
+  int res = all_reduce_(send, recv, count, type, ncclOp(op), comm_, stream);
+  if (res != kNcclSuccess) return ncclFailure(res, "ncclAllReduce");
+  return symmarSuccess;
+}
+
+}  // namespace gpu
+}  // namespace symmar

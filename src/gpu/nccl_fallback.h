@@ -1,0 +1,60 @@
+// The NCCL fallback: libnccl.so.2 loaded at run time (SYMMAR_NCCL_LIB overrides the name), with a
+// communicator of its own created on first use or one adopted from the engine. Declares the few
+// NCCL types it needs itself, so nothing links against NCCL.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "core/comm.h"
+
+namespace symmar {
+namespace gpu {
+
+class NcclFallback {
+ public:
+  NcclFallback() = default;
+  NcclFallback(const NcclFallback&) = delete;
+  NcclFallback& operator=(const NcclFallback&) = delete;
+  ~NcclFallback();
+
+  /// Loads the library (once). False, with an INFO line, when it cannot be loaded.
+  bool load();
+  bool loaded() const { return lib_ != nullptr; }
+  /// Uses an engine's ncclComm_t (not owned). Replaces (and destroys) an own communicator.
+  symmarResult_t adopt(void* nccl_comm);
+  /// ncclAllReduce on the comm's NCCL communicator, creating it first if needed (collective then:
+  /// every rank reaches it through the same planned call). Any dtype the API knows.
+  symmarResult_t allReduce(symmarComm& comm, const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                           symmarRedOp_t op, cudaStream_t stream);
+  /// Set when the comm failed: teardown aborts instead of waiting for outstanding work.
+  void markFailed() { failed_ = true; }
+
+ private:
+  symmarResult_t ensureComm(symmarComm& comm);
+  symmarResult_t ncclFailure(int res, const char* what) const;
+
+  // Minimal mirrors of nccl.h: an opaque comm, a 128-byte unique id, int results and enums.
+  struct UniqueId {
+    char internal[128];
+  };
+  using GetUniqueIdFn = int (*)(UniqueId*);
+  using CommInitRankFn = int (*)(void**, int, UniqueId, int);
+  using AllReduceFn = int (*)(const void*, void*, size_t, int, int, void*, cudaStream_t);
+  using CommFn = int (*)(void*);
+  using ErrorStringFn = const char* (*)(int);
+
+  void* lib_ = nullptr;
+  GetUniqueIdFn get_unique_id_ = nullptr;
+  CommInitRankFn comm_init_rank_ = nullptr;
+  AllReduceFn all_reduce_ = nullptr;
+  CommFn comm_destroy_ = nullptr;
+  CommFn comm_abort_ = nullptr;
+  ErrorStringFn error_string_ = nullptr;
+  void* comm_ = nullptr;
+  bool owned_ = false;
+  bool failed_ = false;
+};
+
+}  // namespace gpu
+}  // namespace symmar

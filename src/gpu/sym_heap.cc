@@ -1,0 +1,257 @@
+#include "gpu/sym_heap.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "cuda/schedule.h"
+#include "gpu/agree.h"
+#include "gpu/cuda_check.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+constexpr CUmemAllocationHandleType kFdHandle = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
+size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+CUmemAccessDesc accessFor(int device) {
+  CUmemAccessDesc acc{};
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = device;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return acc;
+}
+
+void closeAll(std::vector<int>& fds, int keep_rank) {
+  for (size_t r = 0; r < fds.size(); ++r) {
+    if (static_cast<int>(r) != keep_rank && fds[r] >= 0) close(fds[r]);
+    fds[r] = -1;
+  }
+}
+
+/// Turns an agreement into this rank's return value: its own failure, or a peer's.
+symmarResult_t peerOutcome(symmarResult_t local, int bad, const char* what) {
+  if (bad < 0) return symmarSuccess;
+  if (local != symmarSuccess) return local;
+  return fail(symmarCudaError, "rank %d failed to %s", bad, what);
+}
+
+}  // namespace
+
+HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
+  HeapLayout l;
+  l.pad_off = 0;
+  l.staging_off = roundUp(sched::kSignalPadBytes, 256);
+  l.staging_bytes = staging_bytes;
+  l.heap_off = roundUp(l.staging_off + staging_bytes, 256);
+  l.heap_bytes = heap_bytes;
+  l.total = l.heap_off + heap_bytes;
+  return l;
+}
+
+symmarResult_t SymmetricHeap::create(symmarComm& comm, int device, const HeapLayout& layout, bool map_peers,
+                                     bool want_multicast, int timeout_ms) {
+  const char* why = "";
+  drv_ = driverApi(&why);
+  if (!drv_) return fail(symmarCudaError, "%s", why);
+  Bootstrap& bs = *comm.bootstrap;
+  const int world = comm.nranks;
+  device_ = device;
+  rank_ = comm.rank;
+  SYMMAR_CU_TRY(drv_->cuDeviceGet(&cu_dev_, device));
+
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = kFdHandle;
+  size_t gran = 0;
+  SYMMAR_CU_TRY(drv_->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (want_multicast && drv_->has_multicast) {
+    CUmulticastObjectProp mp{};
+    mp.numDevices = static_cast<unsigned>(world);
+    mp.size = layout.total;
+    mp.handleTypes = kFdHandle;
+    // The minimum (not the recommended, up to 512 MiB) keeps the heap from ballooning.
+    if (drv_->cuMulticastGetGranularity(&mc_gran_, &mp, CU_MULTICAST_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
+        mc_gran_ > 0) {
+      gran = std::lcm(gran, mc_gran_);
+    }
+  }
+  // Every rank must map the same size (granularities could differ across GPU models).
+  std::vector<uint64_t> sizes;
+  SYMMAR_CHECK(gatherAll<uint64_t>(bs, roundUp(layout.total, gran), &sizes));
+  size_ = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
+
+  handles_.assign(static_cast<size_t>(world), 0);
+  mapped_.assign(static_cast<size_t>(world), false);
+  bases_.assign(static_cast<size_t>(world), nullptr);
+  int own_fd = -1;
+  symmarResult_t local = symmarSuccess;
+  CUresult res = drv_->cuMemCreate(&handles_[static_cast<size_t>(rank_)], size_, &prop, 0);
+  if (res != CUDA_SUCCESS) {
+    local = driverFailure(res, "cuMemCreate of the symmetric heap");
+  } else if (map_peers) {
+    res = drv_->cuMemExportToShareableHandle(&own_fd, handles_[static_cast<size_t>(rank_)], kFdHandle, 0);
+    if (res != CUDA_SUCCESS) local = driverFailure(res, "cuMemExportToShareableHandle (POSIX fd)");
+  }
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(bs, local == symmarSuccess, &bad));
+  if (bad >= 0) {
+    if (own_fd >= 0) close(own_fd);
+    return peerOutcome(local, bad, "create its symmetric heap");
+  }
+
+  // Rank 0's nonce scopes the fd-passing sockets to this comm.
+  uint64_t nonce = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid());
+  std::vector<uint64_t> nonces;
+  SYMMAR_CHECK(gatherAll(bs, nonce, &nonces));
+  nonce = nonces[0];
+
+  if (map_peers) {
+    std::vector<int> fds;
+    symmarResult_t ex = exchangeFds(bs, nonce, own_fd, timeout_ms, &fds);
+    close(own_fd);
+    if (ex != symmarSuccess) return ex;
+    for (int r = 0; r < world && local == symmarSuccess; ++r) {
+      if (r == rank_) continue;
+      void* h = reinterpret_cast<void*>(static_cast<intptr_t>(fds[static_cast<size_t>(r)]));
+      res = drv_->cuMemImportFromShareableHandle(&handles_[static_cast<size_t>(r)], h, kFdHandle);
+      if (res != CUDA_SUCCESS) local = driverFailure(res, "cuMemImportFromShareableHandle of a peer's heap");
+    }
+    closeAll(fds, rank_);
+  }
+  va_bytes_ = size_ * static_cast<size_t>(world);
+  if (local == symmarSuccess) {
+    res = drv_->cuMemAddressReserve(&va_, va_bytes_, gran, 0, 0);
+    if (res != CUDA_SUCCESS) local = driverFailure(res, "cuMemAddressReserve");
+  }
+  const CUmemAccessDesc acc = accessFor(device);
+  for (int r = 0; r < world && local == symmarSuccess; ++r) {
+    if (!handles_[static_cast<size_t>(r)]) continue;
+    CUdeviceptr at = va_ + static_cast<CUdeviceptr>(r) * size_;
+    res = drv_->cuMemMap(at, size_, 0, handles_[static_cast<size_t>(r)], 0);
+    if (res != CUDA_SUCCESS) {
+      local = driverFailure(res, "cuMemMap");
+      break;
+    }
+    mapped_[static_cast<size_t>(r)] = true;
+    res = drv_->cuMemSetAccess(at, size_, &acc, 1);  // fails without peer access to r's GPU
+    if (res != CUDA_SUCCESS) {
+      local = driverFailure(res, "cuMemSetAccess on a peer's heap");
+      break;
+    }
+    bases_[static_cast<size_t>(r)] = reinterpret_cast<char*>(at);
+  }
+  SYMMAR_CHECK(agreeAll(bs, local == symmarSuccess, &bad));
+  if (bad >= 0) return peerOutcome(local, bad, "map the symmetric heaps");
+  SYMMAR_INFO(kSubsysHeap, "symmetric heap: %zu bytes per rank, %s", size_,
+              map_peers ? "all peers mapped" : "own allocation only");
+  if (want_multicast) SYMMAR_CHECK(setupMulticast(comm, nonce + 1, timeout_ms));
+  return symmarSuccess;
+}
+
+symmarResult_t SymmetricHeap::setupMulticast(symmarComm& comm, uint64_t nonce, int timeout_ms) {
+  Bootstrap& bs = *comm.bootstrap;
+  const int world = comm.nranks;
+  const char* step = "create the multicast object";
+  bool ok = drv_->has_multicast;
+  int mc_fd = -1;
+  if (ok && rank_ == 0) {
+    CUmulticastObjectProp mp{};
+    mp.numDevices = static_cast<unsigned>(world);
+    mp.size = size_;
+    mp.handleTypes = kFdHandle;
+    CUresult res = drv_->cuMulticastCreate(&mc_handle_, &mp);
+    if (res == CUDA_SUCCESS) res = drv_->cuMemExportToShareableHandle(&mc_fd, mc_handle_, kFdHandle, 0);
+    if (res != CUDA_SUCCESS) {
+      SYMMAR_INFO(kSubsysHeap, "multicast object: %s", driverErrorText(res));
+      ok = false;
+    }
+  }
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(bs, ok, &bad));
+  if (bad < 0) {
+    // Only rank 0's descriptor matters; the others pass /dev/null to keep the exchange uniform.
+    int send_fd = rank_ == 0 ? mc_fd : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    std::vector<int> fds;
+    symmarResult_t ex = exchangeFds(bs, nonce, send_fd, timeout_ms, &fds);
+    if (send_fd >= 0) close(send_fd);
+    if (ex != symmarSuccess) {
+      releaseMulticast();
+      return ex;
+    }
+    step = "join the multicast object";
+    CUresult res = CUDA_SUCCESS;
+    if (rank_ != 0) {
+      void* h = reinterpret_cast<void*>(static_cast<intptr_t>(fds[0]));
+      res = drv_->cuMemImportFromShareableHandle(&mc_handle_, h, kFdHandle);
+    }
+    closeAll(fds, rank_);
+    if (res == CUDA_SUCCESS) res = drv_->cuMulticastAddDevice(mc_handle_, cu_dev_);
+    ok = res == CUDA_SUCCESS;
+    if (!ok) SYMMAR_INFO(kSubsysHeap, "multicast join: %s", driverErrorText(res));
+    // Every device must be added before any rank binds memory: the agreement is that barrier.
+    SYMMAR_CHECK(agreeAll(bs, ok, &bad));
+  }
+  if (bad < 0) {
+    step = "bind and map the multicast object";
+    CUresult res = drv_->cuMulticastBindMem(mc_handle_, 0, handles_[static_cast<size_t>(rank_)], 0, size_, 0);
+    mc_bound_ = res == CUDA_SUCCESS;
+    if (res == CUDA_SUCCESS) res = drv_->cuMemAddressReserve(&mc_va_, size_, mc_gran_, 0, 0);
+    if (res == CUDA_SUCCESS) {
+      res = drv_->cuMemMap(mc_va_, size_, 0, mc_handle_, 0);
+      mc_mapped_ = res == CUDA_SUCCESS;
+    }
+    const CUmemAccessDesc acc = accessFor(device_);
+    if (res == CUDA_SUCCESS) res = drv_->cuMemSetAccess(mc_va_, size_, &acc, 1);
+    ok = res == CUDA_SUCCESS;
+    if (!ok) SYMMAR_INFO(kSubsysHeap, "multicast bind/map: %s", driverErrorText(res));
+    SYMMAR_CHECK(agreeAll(bs, ok, &bad));
+  }
+  if (bad >= 0) {
+    releaseMulticast();
+    SYMMAR_WARN(kSubsysHeap, "multimem disabled on every rank: rank %d could not %s", bad, step);
+    return symmarSuccess;
+  }
+  mc_ptr_ = reinterpret_cast<char*>(mc_va_);
+  SYMMAR_INFO(kSubsysHeap, "multicast object bound: %zu bytes", size_);
+  return symmarSuccess;
+}
+
+void SymmetricHeap::releaseMulticast() {
+  if (!drv_) return;
+  if (mc_mapped_) drv_->cuMemUnmap(mc_va_, size_);
+  if (mc_va_) drv_->cuMemAddressFree(mc_va_, size_);
+  if (mc_bound_) drv_->cuMulticastUnbind(mc_handle_, cu_dev_, 0, size_);
+  if (mc_handle_) drv_->cuMemRelease(mc_handle_);
+  mc_mapped_ = mc_bound_ = false;
+  mc_va_ = 0;
+  mc_handle_ = 0;
+  mc_ptr_ = nullptr;
+}
+
+void SymmetricHeap::release() {
+  if (!drv_) return;
+  releaseMulticast();
+  for (size_t r = 0; r < handles_.size(); ++r) {
+    if (mapped_[r]) drv_->cuMemUnmap(va_ + static_cast<CUdeviceptr>(r) * size_, size_);
+    if (handles_[r]) drv_->cuMemRelease(handles_[r]);
+  }
+  if (va_) drv_->cuMemAddressFree(va_, va_bytes_);
+  va_ = 0;
+  handles_.clear();
+  mapped_.clear();
+  bases_.clear();
+  drv_ = nullptr;
+}
+
+}  // namespace gpu
+}  // namespace symmar

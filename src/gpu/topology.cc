@@ -1,0 +1,131 @@
+#include "gpu/topology.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "cuda/kernel_args.h"
+#include "gpu/agree.h"
+#include "gpu/cuda_check.h"
+#include "gpu/driver.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+/// How this rank reaches a peer's GPU. NVLink versus PCIe comes from native P2P atomics, which
+/// NVLink provides and PCIe peer links in practice do not (NVML would say it directly, but is
+/// another library to load; the attribute is good enough to pick a table row).
+PeerLink linkTo(int device, const RankInfo& self, const RankInfo& peer) {
+  if (std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0) return kLinkSameGpu;
+  int peer_dev = -1;
+  if (cudaDeviceGetByPCIBusId(&peer_dev, peer.bus_id) != cudaSuccess) {
+    cudaGetLastError();
+    return kLinkNotSeen;  // not visible in this process (CUDA_VISIBLE_DEVICES)
+  }
+  int access = 0;
+  int atomics = 0;
+  if (cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, device, peer_dev) != cudaSuccess ||
+      cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer_dev) != cudaSuccess) {
+    cudaGetLastError();
+    return kLinkNone;
+  }
+  if (!access) return kLinkNone;
+  return atomics ? kLinkNvLink : kLinkPcie;
+}
+
+symmarResult_t describeSelf(int device, RankInfo* info) {
+  std::memset(info, 0, sizeof(*info));
+  SYMMAR_CUDA_TRY(cudaDeviceGetPCIBusId(info->bus_id, sizeof(info->bus_id), device));
+  cudaDeviceProp prop;
+  SYMMAR_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  std::memcpy(info->uuid, prop.uuid.bytes, sizeof(info->uuid));
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  info->host_hash = selfIdentity().host_hash;
+  const DriverApi* drv = driverApi();
+  CUdevice cu_dev = 0;
+  int mc = 0;
+  if (drv && drv->has_multicast && drv->cuDeviceGet(&cu_dev, device) == CUDA_SUCCESS &&
+      drv->cuDeviceGetAttribute(&mc, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, cu_dev) == CUDA_SUCCESS) {
+    info->multicast = mc ? 1 : 0;
+  }
+  return symmarSuccess;
+}
+
+}  // namespace
+
+symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out) {
+  Bootstrap& bs = *comm.bootstrap;
+  const int world = comm.nranks;
+  const int rank = comm.rank;
+  RankInfo self;
+  SYMMAR_CHECK(describeSelf(device, &self));
+  // First round: identities, so every rank can classify its links to the others.
+  SYMMAR_CHECK(gatherAll(bs, self, &out->ranks));
+  int32_t worst = kLinkNotSeen;
+  out->all_local = true;
+  out->ranks_on_my_device = 0;
+  for (int r = 0; r < world; ++r) {
+    const RankInfo& peer = out->ranks[static_cast<size_t>(r)];
+    out->all_local = out->all_local && peer.host_hash == self.host_hash;
+    if (std::memcmp(peer.uuid, self.uuid, sizeof(self.uuid)) == 0) ++out->ranks_on_my_device;
+    if (r == rank || peer.host_hash != self.host_hash) continue;
+    PeerLink l = linkTo(device, self, peer);
+    if (l != kLinkNotSeen) worst = worst == kLinkNotSeen ? l : std::min<int32_t>(worst, l);
+  }
+  // Second round: every rank's worst link, so all ranks derive the same comm-wide answer.
+  std::vector<int32_t> worst_all;
+  SYMMAR_CHECK(gatherAll(bs, worst, &worst_all));
+  int32_t link = kLinkNotSeen;
+  bool multicast_all = true;
+  out->devices_repeat = false;
+  for (int r = 0; r < world; ++r) {
+    out->ranks[static_cast<size_t>(r)].worst_link = worst_all[static_cast<size_t>(r)];
+    int32_t w = worst_all[static_cast<size_t>(r)];
+    if (w != kLinkNotSeen) link = link == kLinkNotSeen ? w : std::min(link, w);
+    multicast_all = multicast_all && out->ranks[static_cast<size_t>(r)].multicast;
+    for (int q = 0; q < r; ++q) {
+      if (std::memcmp(out->ranks[static_cast<size_t>(q)].uuid, out->ranks[static_cast<size_t>(r)].uuid, 16) == 0) {
+        out->devices_repeat = true;
+      }
+    }
+  }
+  if (world == 1) link = kLinkSameGpu;
+
+  symmarTopology_t& t = out->topo;
+  t.cc_major = self.cc_major;
+  t.cc_minor = self.cc_minor;
+  t.world_size = world;
+  t.multicast = 0;
+  out->peer_access = out->all_local && link >= kLinkPcie && world <= kMaxRanks;
+  if (!out->all_local) {
+    SYMMAR_WARN(kSubsysGpu, "ranks span several hosts: symmetric kernels disabled, only the NCCL fallback remains");
+  } else if (world > kMaxRanks) {
+    SYMMAR_WARN(kSubsysGpu, "world size %d exceeds the %d ranks the symmetric kernels serve: NCCL only", world,
+                kMaxRanks);
+  } else if (link == kLinkNone || link == kLinkNotSeen) {
+    SYMMAR_WARN(kSubsysGpu, "no peer access between some GPUs (%s): symmetric kernels disabled",
+                link == kLinkNone ? "P2P unsupported" : "peers not visible to any rank");
+  }
+  if (!out->peer_access) {
+    t.link = symmarLinkUnknown;
+  } else if (link == kLinkPcie) {
+    t.link = symmarLinkPcie;
+  } else if (multicast_all && !out->devices_repeat && world > 1) {
+    t.link = symmarLinkNvSwitch;  // multicast exists only behind an NVSwitch
+    t.multicast = 1;
+  } else {
+    // Direct NVLink, or several ranks on one GPU (local memory: the fastest "link" there is).
+    t.link = symmarLinkNvLink;
+  }
+  SYMMAR_INFO(kSubsysGpu, "topology: sm%d%d link %d world %d multicast-capable %d ranks on my GPU %d", t.cc_major,
+              t.cc_minor, static_cast<int>(t.link), world, t.multicast, out->ranks_on_my_device);
+  return symmarSuccess;
+}
+
+}  // namespace gpu
+}  // namespace symmar
