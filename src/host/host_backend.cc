@@ -28,6 +28,8 @@ namespace {
 
 constexpr int64_t kDefaultHeapBytes = 256ll << 20;
 constexpr size_t kDefaultHostStaging = 32u << 20;
+// Chunks of this size keep a step's staging traffic in the last-level cache (docs/performance.md).
+constexpr int64_t kDefaultHostChunk = 1 << 20;
 
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {
@@ -73,6 +75,7 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
     comm.settings.staging_bytes = static_cast<size_t>(
         envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
   }
+  b->chunk_cap_ = static_cast<size_t>(envInt("SYMMAR_HOST_CHUNK_BYTES", kDefaultHostChunk, 4096, int64_t(1) << 40));
   b->epoch_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
   b->srcs_.resize(comm.nranks);
   int local_ranks = 0;

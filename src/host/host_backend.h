@@ -1,6 +1,7 @@
 // The host backend: CPU ranks (processes or threads on one host) reducing through the shared
 // memory heap with the same schedules as the GPU kernels. Each collective is complete on return.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,10 @@ class HostBackend : public Backend {
   symmarResult_t barrier(int slot);
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
   symmarResult_t peerGone(int peer);
+  /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.
+  size_t chunkElems(size_t elem) const {
+    return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);
+  }
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }
 
@@ -49,6 +54,7 @@ class HostBackend : public Backend {
   SymmetricArena arena_{0};
   uint32_t epoch_ = 0;
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
+  size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
 };

@@ -9,7 +9,7 @@
 namespace symmar {
 
 symmarResult_t HostBackend::runOneShot(const Call& c) {
-  const size_t chunk = sched::chunkElems(heap_->stagingBytes(), c.elem, world_);
+  const size_t chunk = chunkElems(c.elem);
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);

@@ -10,19 +10,24 @@
 namespace symmar {
 
 symmarResult_t HostBackend::runTwoShot(const Call& c) {
-  const size_t chunk = sched::chunkElems(heap_->stagingBytes(), c.elem, world_);
+  const size_t chunk = chunkElems(c.elem);
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
   const size_t vec = sched::vecElems(c.elem);
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int in_half = takeWriteHalf();
     const int out_half = in_half ^ 1;
-    memcpy(heap_->staging(rank_, in_half), c.send + r.begin * c.elem, r.size() * c.elem);
-    SYMMAR_CHECK(barrier(sched::kSlotStart));
-
+    // Peers need every slice of this rank's input but the one it owns itself, which it reads
+    // straight from its own buffer: publish the rest.
     const sched::Range mine = sched::rankSlice(r.size(), world_, rank_, vec);
     const size_t off = mine.begin * c.elem;
-    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half) + off;
+    const char* src = c.send + r.begin * c.elem;
+    char* staged = heap_->staging(rank_, in_half);
+    memcpy(staged, src, off);
+    memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
+    SYMMAR_CHECK(barrier(sched::kSlotStart));
+
+    for (int p = 0; p < world_; ++p) srcs_[p] = p == rank_ ? src + off : heap_->staging(p, in_half) + off;
     reduceRanks(heap_->staging(rank_, out_half) + off, srcs_.data(), world_, mine.size(), c.dtype, c.op);
     SYMMAR_CHECK(barrier(sched::kSlotEnd));
 

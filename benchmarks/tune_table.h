@@ -1,0 +1,34 @@
+// Turns measured times per (algorithm, size) into one table row: the winner at each size, with a
+// margin against noise, merged into at most kMaxTableEntries ordered (algorithm, max bytes) entries.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symmar/symmar.h"
+
+namespace tune {
+
+struct Measurement {
+  symmarAlgo_t algo;
+  size_t bytes;
+  double time_us;
+};
+
+struct Entry {
+  symmarAlgo_t algo;
+  uint64_t max_bytes;  // UINT64_MAX: unbounded
+};
+
+/// The current winner keeps a size unless another algorithm is faster by more than margin
+/// (0.05 = 5%). Sizes are those measured; thresholds are the last size each entry won. A symmetric
+/// winner at the largest size is extended to any size; a fallback winner (nccl/mpi) at the end is
+/// left to the planner's fallback rule and not listed.
+std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double margin);
+
+/// A table file (see docs/tuning.md) holding one row.
+std::string tableFileJson(const std::string& arch, const std::string& link, int world, const std::vector<Entry>& entries,
+                          const std::string& source);
+
+}  // namespace tune

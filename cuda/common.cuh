@@ -1,0 +1,208 @@
+// Device building blocks shared by the three allreduce kernels: bounded spins, per-block epoch
+// barriers over the signal pads, the rank-level "call done" flag, chunk geometry and copy loops.
+//
+// Synchronisation contract (every rank runs the same sequence, so epochs agree):
+//  - block b's start slot (b, kSlotStart) carries epoch e and a 64-bit descriptor (where this rank's
+//    input lives for the call); block b waits until every peer's (b, kSlotStart) reached e.
+//  - every chunk of a call splits its elements among blocks the same way (blockPart), so a staging
+//    position is written and read by the same block index on every rank: per-block flags suffice.
+//  - a call ends with a rank-level flag (kDoneBlock, kSlotEnd) raised by the last block to finish;
+//    the next call waits for every peer's flag first, which covers any change of partition between
+//    calls (different counts, algorithms) without an end barrier on the critical path.
+#pragma once
+#include <stdint.h>
+
+#include "cuda/kernel_args.h"
+#include "cuda/ptx.cuh"
+#include "cuda/schedule.h"
+#include "cuda/vec.cuh"
+
+namespace symmar {
+namespace gpu {
+
+struct BlockShared {
+  uint64_t desc[kMaxRanks];  ///< every rank's descriptor from the last start barrier
+  uint32_t done_epoch;       ///< set in the last block: the done-flag value it published
+  int abort;                 ///< a spin of this block timed out
+  int last;                  ///< this block was the last of the grid to finish
+};
+
+__device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
+  return reinterpret_cast<uint32_t*>(pad + sched::flagOffset(block, slot));
+}
+
+/// Records a timeout in the comm's status words; the host turns it into symmarTimeout.
+__device__ __forceinline__ void reportTimeout(const KernelArgs& a, int peer) {
+  a.status[1] = peer;
+  a.status[2] = static_cast<int>(blockIdx.x);
+  __threadfence_system();
+  a.status[0] = symmarTimeout;
+  __threadfence_system();
+}
+
+/// Spins until *flag reaches target. Bounded: gives up after timeout_cycles (reporting it) or as
+/// soon as another block of this comm has reported a failure.
+__device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* flag, uint32_t target, int peer) {
+  const long long start = clock64();
+  for (uint32_t n = 1;; ++n) {
+    if (sched::epochReached(ptx::ld_acquire_sys(flag), target)) return true;
+    if ((n & 63u) == 0) {
+      if (clock64() - start > a.timeout_cycles) {
+        reportTimeout(a, peer);
+        return false;
+      }
+      if ((n & 8191u) == 0 && a.status[0] != 0) return false;
+    }
+  }
+}
+
+/// Start of every kernel: loads this block's epoch and waits until every peer finished its previous
+/// call (so nothing this call writes is still being read). False when the block must exit.
+__device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
+  const int t = threadIdx.x;
+  if (t == 0) sh->abort = 0;
+  *epoch = a.state->start_epoch[blockIdx.x];
+  const uint32_t calls = a.state->end_epoch;
+  __syncthreads();
+  if (t < a.world && t != a.rank) {
+    if (!spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), calls, t)) sh->abort = 1;
+  }
+  __syncthreads();
+  return sh->abort == 0;
+}
+
+/// Start-slot barrier of this block: publishes everything the block wrote, then waits for the
+/// same block on every peer. sh->desc[p] receives peer p's descriptor. False on timeout.
+__device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* sh, uint32_t* epoch, uint64_t desc) {
+  const uint32_t e = sched::nextEpoch(*epoch);
+  *epoch = e;
+  const int t = threadIdx.x;
+  __syncthreads();
+  if (t == 0) {
+    uint32_t* own = flagPtr(a.base[a.rank], blockIdx.x, sched::kSlotStart);
+    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(own) + kDescOffset), desc);
+    ptx::st_release_sys(own, e);
+  }
+  if (t == a.rank) sh->desc[t] = desc;
+  if (t < a.world && t != a.rank) {
+    const uint32_t* peer = flagPtr(a.base[t], blockIdx.x, sched::kSlotStart);
+    if (spinUntil(a, peer, e, t)) {
+      sh->desc[t] = ptx::ld_relaxed_sys_u64(
+          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(peer) + kDescOffset));
+    } else {
+      sh->abort = 1;
+    }
+  }
+  __syncthreads();
+  return sh->abort == 0;
+}
+
+/// End of every kernel: saves the block's epoch; the last block raises the rank's done flag. With
+/// wait_peers the last block also waits for every peer's done flag (peers read this rank's user
+/// buffer in place, which the caller may overwrite as soon as the kernel ends).
+__device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, uint32_t epoch, bool wait_peers) {
+  const int t = threadIdx.x;
+  __syncthreads();
+  if (t == 0) {
+    a.state->start_epoch[blockIdx.x] = epoch;
+    __threadfence();
+    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);
+    sh->last = prev == gridDim.x - 1;
+    if (sh->last) {
+      __threadfence();
+      a.state->done_count = 0;
+      const uint32_t e = sched::nextEpoch(a.state->end_epoch);
+      a.state->end_epoch = e;
+      sh->done_epoch = e;
+      ptx::st_release_sys(flagPtr(a.base[a.rank], kDoneBlock, sched::kSlotEnd), e);
+    }
+  }
+  __syncthreads();
+  if (wait_peers && sh->last && t < a.world && t != a.rank) {
+    spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), sh->done_epoch, t);
+  }
+}
+
+/// This block's part of slice `slice` (or of the whole chunk when slice < 0) of a chunk of n
+/// elements. The split is computed on `basis` elements (n for a single-chunk call, chunk_elems
+/// otherwise) and clipped to n, so all chunks of a call split identically.
+__device__ __forceinline__ sched::Range blockPart(size_t basis, size_t n, int world, int slice, size_t vec) {
+  sched::Range r = slice < 0 ? sched::Range{0, basis} : sched::rankSlice(basis, world, slice, vec);
+  sched::Range b = sched::blockRange(r, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), vec);
+  return sched::Range{sched::minSize(b.begin, n), sched::minSize(b.end, n)};
+}
+
+/// Copies [r.begin, r.end) from user memory to an aligned (staging) buffer at the same indices.
+template <typename T>
+__device__ __forceinline__ void copyIn(const typename T::Bits* src, typename T::Bits* dst, sched::Range r,
+                                       bool aligned) {
+  constexpr size_t vec = Vec<T>::kElems;
+  const size_t body = sched::vecBodyEnd(r, vec);
+  for (size_t i = r.begin + threadIdx.x * vec; i < body; i += kThreads * vec) {
+    *reinterpret_cast<uint4*>(dst + i) = loadUser<T>(src + i, aligned).u;
+  }
+  for (size_t i = body + threadIdx.x; i < r.end; i += kThreads) dst[i] = src[i];
+}
+
+/// Copies [r.begin, r.end) from an aligned (staging, possibly a peer's) buffer to user memory.
+template <typename T>
+__device__ __forceinline__ void copyOut(const typename T::Bits* src, typename T::Bits* dst, sched::Range r,
+                                        bool aligned) {
+  constexpr size_t vec = Vec<T>::kElems;
+  const size_t body = sched::vecBodyEnd(r, vec);
+  for (size_t i = r.begin + threadIdx.x * vec; i < body; i += kThreads * vec) {
+    Vec<T> v;
+    v.u = ptx::ld_vec(src + i);
+    storeUser<T>(dst + i, v, aligned);
+  }
+  for (size_t i = body + threadIdx.x; i < r.end; i += kThreads) dst[i] = src[i];
+}
+
+/// Where rank p's input for a chunk starting at element `first` lives: in place in its user heap
+/// (descriptor = byte offset of its send buffer) or in its staging half.
+template <typename T>
+__device__ __forceinline__ const typename T::Bits* sourceOf(const KernelArgs& a, const BlockShared* sh, int p,
+                                                            size_t half_off, size_t first) {
+  using Bits = typename T::Bits;
+  if (sh->desc[p] == kNoDesc) return reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + half_off);
+  return reinterpret_cast<const Bits*>(a.base[p] + sh->desc[p]) + first;
+}
+
+/// Reduces [r.begin, r.end) over every rank's source in rank order 0..N-1 (fp32 accumulation) and
+/// stores the result to dst (user memory) and, when non-null, to dst2 (aligned staging).
+template <typename T, int Op>
+__device__ __forceinline__ void reduceRange(const typename T::Bits* const* src, int world, typename T::Bits* dst,
+                                            typename T::Bits* dst2, sched::Range r, bool aligned) {
+  using Bits = typename T::Bits;
+  constexpr size_t vec = Vec<T>::kElems;
+  const size_t body = sched::vecBodyEnd(r, vec);
+  for (size_t i = r.begin + threadIdx.x * vec; i < body; i += kThreads * vec) {
+    Vec<T> v[kMaxRanks];
+#pragma unroll
+    for (int p = 0; p < kMaxRanks; ++p) {
+      if (p < world) v[p].u = ptx::ld_vec(src[p] + i);
+    }
+    VecAcc<T, Op> acc;
+    acc.first(v[0]);
+#pragma unroll
+    for (int p = 1; p < kMaxRanks; ++p) {
+      if (p < world) acc.add(v[p]);
+    }
+    const Vec<T> out = acc.result();
+    storeUser<T>(dst + i, out, aligned);
+    if (dst2) *reinterpret_cast<uint4*>(dst2 + i) = out.u;
+  }
+  for (size_t i = body + threadIdx.x; i < r.end; i += kThreads) {
+    float f = T::toFloat(src[0][i]);
+#pragma unroll
+    for (int p = 1; p < kMaxRanks; ++p) {
+      if (p < world) f = combine<Op>(f, T::toFloat(src[p][i]));
+    }
+    const Bits b = T::fromFloat(f);
+    dst[i] = b;
+    if (dst2) dst2[i] = b;
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar

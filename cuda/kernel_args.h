@@ -1,0 +1,60 @@
+// What the host passes to every allreduce kernel, and the kernel lookup the host launches through.
+// Plain C++ (no device code) so src/gpu can include it without nvcc.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/schedule.h"
+#include "symmar/symmar.h"
+
+namespace symmar {
+namespace gpu {
+
+/// Most ranks a symmetric kernel serves (the tables cover world sizes 2..8).
+constexpr int kMaxRanks = 8;
+/// Threads per block of every allreduce kernel (launch bounds use it too).
+constexpr int kThreads = 512;
+/// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit source descriptor that
+/// travels with a start flag (where the publishing rank's input for this chunk lives).
+constexpr size_t kDescOffset = 8;
+/// Rank-level "call done" flag: block 0's end slot (the other end slots are unused). One flag per
+/// rank, raised by the last block of a call, lets the next call wait for every peer block at once.
+constexpr int kDoneBlock = 0;
+
+/// Per-comm device memory (never shared): epochs advanced by the kernels, so graph replays work.
+struct DeviceState {
+  uint32_t start_epoch[sched::kMaxBlocks];  ///< per block: last start-slot epoch published
+  uint32_t end_epoch;                       ///< calls completed (rank-level done flag value)
+  uint32_t done_count;                      ///< blocks of the running call that finished
+};
+
+/// Status words in mapped host memory: [0] result code (symmarTimeout), [1] peer, [2] block.
+constexpr int kStatusWords = 4;
+
+struct KernelArgs {
+  const void* send;           ///< user input (this rank's pointer)
+  void* recv;                 ///< user output
+  size_t count;               ///< elements
+  int rank;
+  int world;
+  char* base[kMaxRanks];      ///< every rank's symmetric allocation, mapped in this process
+  char* mc_base;              ///< multicast mapping of the same layout (multimem only)
+  size_t staging_off;         ///< offset of the staging buffer in an allocation
+  size_t staging_bytes;
+  size_t chunk_elems;         ///< sched::chunkElems for this dtype and world
+  uint64_t send_desc;         ///< offset of send in own allocation when peers may read it in place; else kNoDesc
+  int aligned;                ///< send and recv are 16-byte aligned (vector user accesses)
+  DeviceState* state;
+  volatile int* status;       ///< device view of the mapped host status words
+  long long timeout_cycles;   ///< bound of every spin, in clock64 cycles
+};
+constexpr uint64_t kNoDesc = ~0ull;
+
+/// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
+/// combinations (other dtypes, f32 min/max on multimem).
+const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
+const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
+const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op);
+
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,93 @@
+// Multimem allreduce (NVLink SHARP): every rank stages its input, then for its own slice issues
+// multimem.ld_reduce on the multicast address (the switch reduces across all ranks) and
+// multimem.st of the result back to every rank's staging half 1; each rank then copies the whole
+// chunk out of its own half 1. Only one rank reduces each element, so all ranks hold the same bits.
+// Inputs are always staged: the multicast view needs the same offset on every rank.
+#include <type_traits>
+
+#include "cuda/common.cuh"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+template <typename T, int Op>
+__global__ void __launch_bounds__(kThreads) multimemAllReduce(KernelArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Bits = typename T::Bits;
+  using Ops = ptx::multimem<typename T::Tag,
+                            typename std::conditional<Op == symmarSum, ptx::OpSum,
+                                typename std::conditional<Op == symmarMax, ptx::OpMax, ptx::OpMin>::type>::type>;
+  constexpr size_t vec = Vec<T>::kElems;
+  __shared__ BlockShared sh;
+  uint32_t epoch;
+  if (!blockBegin(a, &sh, &epoch)) return;
+
+  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
+  const size_t basis = nchunks > 1 ? a.chunk_elems : a.count;
+  const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);
+  const size_t half1 = sched::stagingHalfOffset(a.staging_bytes, 1);
+  const Bits* send = static_cast<const Bits*>(a.send);
+  Bits* recv = static_cast<Bits*>(a.recv);
+  Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half0);
+  const Bits* own_out = reinterpret_cast<const Bits*>(a.base[a.rank] + a.staging_off + half1);
+  const Bits* mc_in = reinterpret_cast<const Bits*>(a.mc_base + a.staging_off + half0);
+  Bits* mc_out = reinterpret_cast<Bits*>(a.mc_base + a.staging_off + half1);
+
+  for (size_t c = 0; c < nchunks; ++c) {
+    const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
+    const size_t n = cr.size();
+    for (int s = 0; s < a.world; ++s) copyIn<T>(send + cr.begin, own_in, blockPart(basis, n, a.world, s, vec), a.aligned);
+    ptx::fence_proxy_alias();
+    if (!blockBarrier(a, &sh, &epoch, kNoDesc)) return;
+    ptx::fence_proxy_alias();
+
+    // Own slice in whole vectors: a partial last vector reduces stale lanes past n too, which stay
+    // inside this chunk's staging half (chunk_elems is a multiple of vec) and are never copied out.
+    const sched::Range mine = blockPart(basis, n, a.world, a.rank, vec);
+    const size_t mine_end = mine.begin + (mine.size() + vec - 1) / vec * vec;
+    for (size_t i = mine.begin + threadIdx.x * vec; i < mine_end; i += kThreads * vec) {
+      Ops::st(mc_out + i, Ops::ld_reduce(mc_in + i));
+    }
+    ptx::fence_proxy_alias();
+    if (!blockBarrier(a, &sh, &epoch, kNoDesc)) return;
+    ptx::fence_proxy_alias();
+
+    for (int s = 0; s < a.world; ++s) {
+      copyOut<T>(own_out, recv + cr.begin, blockPart(basis, n, a.world, s, vec), a.aligned);
+    }
+  }
+  blockEnd(a, &sh, epoch, false);
+#elif defined(__CUDA_ARCH__)
+  // Built for an architecture without multimem: fail loudly rather than return wrong data.
+  (void)a;
+  __trap();
+#else
+  (void)a;
+#endif
+}
+
+template <typename T>
+const void* pick(symmarRedOp_t op) {
+  switch (op) {
+    case symmarSum: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarSum>);
+    case symmarMax: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarMax>);
+    case symmarMin: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarMin>);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op) {
+  switch (dtype) {
+    // f32 has only a sum through the switch (no f32 max/min multimem reduction).
+    case symmarFloat32: return op == symmarSum ? reinterpret_cast<const void*>(&multimemAllReduce<F32, symmarSum>) : nullptr;
+    case symmarFloat16: return pick<F16>(op);
+    case symmarBfloat16: return pick<BF16>(op);
+    default: return nullptr;
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar

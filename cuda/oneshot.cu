@@ -1,0 +1,63 @@
+// One-shot allreduce: every rank reads every rank's input for its block's part of each chunk and
+// reduces it in rank order 0..N-1, so all ranks compute the same bits. One barrier per chunk.
+#include "cuda/common.cuh"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+template <typename T, int Op>
+__global__ void __launch_bounds__(kThreads) oneShotAllReduce(KernelArgs a) {
+  using Bits = typename T::Bits;
+  constexpr size_t vec = Vec<T>::kElems;
+  __shared__ BlockShared sh;
+  uint32_t epoch;
+  if (!blockBegin(a, &sh, &epoch)) return;
+
+  // In place (send == recv) never reads peers' user buffers directly: this rank would overwrite
+  // its input while peers still read it. The host clears send_desc for that case.
+  const bool peers_read_user = a.send_desc != kNoDesc;
+  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
+  const size_t basis = nchunks > 1 ? a.chunk_elems : a.count;
+  const Bits* send = static_cast<const Bits*>(a.send);
+  Bits* recv = static_cast<Bits*>(a.recv);
+  Bits* own_staging = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off);
+
+  for (size_t c = 0; c < nchunks; ++c) {
+    const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
+    const sched::Range part = blockPart(basis, cr.size(), a.world, -1, vec);
+    // Halves alternate, so the next chunk's copy-in never races with this chunk's peer reads.
+    const size_t half = sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(c & 1));
+    if (!peers_read_user) copyIn<T>(send + cr.begin, own_staging + half / sizeof(Bits), part, a.aligned);
+    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+    const Bits* src[kMaxRanks];
+#pragma unroll
+    for (int p = 0; p < kMaxRanks; ++p) src[p] = p < a.world ? sourceOf<T>(a, &sh, p, half, cr.begin) : nullptr;
+    reduceRange<T, Op>(src, a.world, recv + cr.begin, nullptr, part, a.aligned);
+  }
+  blockEnd(a, &sh, epoch, peers_read_user);
+}
+
+template <typename T>
+const void* pick(symmarRedOp_t op) {
+  switch (op) {
+    case symmarSum: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarSum>);
+    case symmarMax: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarMax>);
+    case symmarMin: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarMin>);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op) {
+  switch (dtype) {
+    case symmarFloat32: return pick<F32>(op);
+    case symmarFloat16: return pick<F16>(op);
+    case symmarBfloat16: return pick<BF16>(op);
+    default: return nullptr;
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,90 @@
+// PTX behind small typed wrappers: system-scope release/acquire flags, the timer, proxy fences and
+// multimem (NVLink SHARP) loads/stores. Kernels never contain inline asm themselves.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace symmar {
+namespace gpu {
+namespace ptx {
+
+/// Publishes a flag: orders every earlier write of this thread (and, through a preceding
+/// __syncthreads, of its block) before the flag at system scope, so peers on other GPUs see the data.
+__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+/// Reads a peer's flag; later reads of this thread see what the peer published before the flag.
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+/// Plain (relaxed, system scope) 64-bit accesses for the descriptor that rides with a flag.
+__device__ __forceinline__ void st_relaxed_sys_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_relaxed_sys_u64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+/// Multicast and unicast addresses alias the same memory: order accesses across the two views.
+__device__ __forceinline__ void fence_proxy_alias() { asm volatile("fence.proxy.alias;" ::: "memory"); }
+
+/// 16-byte load of memory that peers write: cached in L2 only, never a stale L1 line.
+__device__ __forceinline__ uint4 ld_vec(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// ---- multimem: reductions through the NVSwitch (SM90+, multicast addresses only) ----
+// Element types are tags; f16/bf16 sums accumulate in fp32 inside the switch (.acc::f32), which
+// PTX allows only for add; max/min of f16/bf16 are exact without it. There is no f32 max/min here
+// on purpose: the planner never asks for it.
+struct F32Tag {};
+struct F16Tag {};
+struct BF16Tag {};
+struct OpSum {};
+struct OpMax {};
+struct OpMin {};
+
+template <typename Tag, typename Op>
+struct multimem;
+
+#define SYMMAR_MULTIMEM_LD_REDUCE(TAG, OP, INSTR)                                    \
+  template <>                                                                        \
+  struct multimem<TAG, OP> {                                                         \
+    static __device__ __forceinline__ uint4 ld_reduce(const void* mc) {              \
+      uint4 v;                                                                       \
+      asm volatile(INSTR " {%0,%1,%2,%3}, [%4];"                                     \
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                      \
+                   : "l"(mc)                                                         \
+                   : "memory");                                                      \
+      return v;                                                                      \
+    }                                                                                \
+    static __device__ __forceinline__ void st(void* mc, uint4 v) {                   \
+      asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(mc), \
+                   "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)                            \
+                   : "memory");                                                      \
+    }                                                                                \
+  };
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+SYMMAR_MULTIMEM_LD_REDUCE(F32Tag, OpSum, "multimem.ld_reduce.relaxed.sys.global.add.v4.f32")
+SYMMAR_MULTIMEM_LD_REDUCE(F16Tag, OpSum, "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2")
+SYMMAR_MULTIMEM_LD_REDUCE(F16Tag, OpMax, "multimem.ld_reduce.relaxed.sys.global.max.v4.f16x2")
+SYMMAR_MULTIMEM_LD_REDUCE(F16Tag, OpMin, "multimem.ld_reduce.relaxed.sys.global.min.v4.f16x2")
+SYMMAR_MULTIMEM_LD_REDUCE(BF16Tag, OpSum, "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2")
+SYMMAR_MULTIMEM_LD_REDUCE(BF16Tag, OpMax, "multimem.ld_reduce.relaxed.sys.global.max.v4.bf16x2")
+SYMMAR_MULTIMEM_LD_REDUCE(BF16Tag, OpMin, "multimem.ld_reduce.relaxed.sys.global.min.v4.bf16x2")
+#endif
+#undef SYMMAR_MULTIMEM_LD_REDUCE
+
+}  // namespace ptx
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,75 @@
+// Two-shot allreduce: reduce-scatter by loads (each rank reduces its own slice from every rank's
+// input, in rank order), then all-gather by loads of the peers' reduced slices. Per chunk: inputs
+// sit in staging half 0 (or in place in the user heap), reduced slices in half 1; two barriers.
+#include "cuda/common.cuh"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+template <typename T, int Op>
+__global__ void __launch_bounds__(kThreads) twoShotAllReduce(KernelArgs a) {
+  using Bits = typename T::Bits;
+  constexpr size_t vec = Vec<T>::kElems;
+  __shared__ BlockShared sh;
+  uint32_t epoch;
+  if (!blockBegin(a, &sh, &epoch)) return;
+
+  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
+  const size_t basis = nchunks > 1 ? a.chunk_elems : a.count;
+  const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);
+  const size_t half1 = sched::stagingHalfOffset(a.staging_bytes, 1);
+  const Bits* send = static_cast<const Bits*>(a.send);
+  Bits* recv = static_cast<Bits*>(a.recv);
+  Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half0);
+  Bits* own_out = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half1);
+
+  for (size_t c = 0; c < nchunks; ++c) {
+    const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
+    const size_t n = cr.size();
+    if (a.send_desc == kNoDesc) {
+      for (int s = 0; s < a.world; ++s) copyIn<T>(send + cr.begin, own_in, blockPart(basis, n, a.world, s, vec), a.aligned);
+    }
+    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+
+    // Reduce-scatter: this rank's slice, from every rank, in rank order.
+    const Bits* src[kMaxRanks];
+#pragma unroll
+    for (int p = 0; p < kMaxRanks; ++p) src[p] = p < a.world ? sourceOf<T>(a, &sh, p, half0, cr.begin) : nullptr;
+    reduceRange<T, Op>(src, a.world, recv + cr.begin, own_out, blockPart(basis, n, a.world, a.rank, vec), a.aligned);
+    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+
+    // All-gather: every other slice from its owner's half 1.
+    for (int s = 0; s < a.world; ++s) {
+      if (s == a.rank) continue;
+      const Bits* peer_out = reinterpret_cast<const Bits*>(a.base[s] + a.staging_off + half1);
+      copyOut<T>(peer_out, recv + cr.begin, blockPart(basis, n, a.world, s, vec), a.aligned);
+    }
+  }
+  // Peers read this rank's input only before the second barrier of each chunk: no end wait needed.
+  blockEnd(a, &sh, epoch, false);
+}
+
+template <typename T>
+const void* pick(symmarRedOp_t op) {
+  switch (op) {
+    case symmarSum: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarSum>);
+    case symmarMax: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarMax>);
+    case symmarMin: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarMin>);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op) {
+  switch (dtype) {
+    case symmarFloat32: return pick<F32>(op);
+    case symmarFloat16: return pick<F16>(op);
+    case symmarBfloat16: return pick<BF16>(op);
+    default: return nullptr;
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar

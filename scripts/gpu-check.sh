@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# GPU check: configure for the GPU present, build, run the gpu-labelled tests and a short
+# benchmark sweep, and write logs plus a summary table. Meant for an offline GPU box with nvcc,
+# cmake and ninja but no GoogleTest package; finishes within ~8 minutes (every step is bounded).
+#
+# Environment (all optional):
+#   OUT        where logs and summary.md go (default: ./gpu-results)
+#   BUILD_DIR  build directory (default: ./build-gpucheck)
+#   GTEST_SRC  GoogleTest source tree (default: third_party/googletest if present, else /usr/src/googletest)
+#   CUDA_ARCH  CMAKE_CUDA_ARCHITECTURES (default: from nvidia-smi, else "native")
+#   JOBS       build parallelism (default: nproc)
+#   BUDGET_S   total time budget in seconds (default: 470)
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$PWD/gpu-results}
+BUILD=${BUILD_DIR:-$PWD/build-gpucheck}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+BUDGET=${BUDGET_S:-470}
+START=$(date +%s)
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.md"
+ROWS=()
+
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+# step NAME LOG LIMIT CMD...: runs CMD bounded by min(LIMIT, time left), records a summary row.
+step() {
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local avail
+  avail=$(left)
+  if [ "$avail" -lt 20 ]; then
+    ROWS+=("| $name | skipped (time budget spent) | 0 |")
+    return 1
+  fi
+  [ "$limit" -gt "$avail" ] && limit=$avail
+  local t0=$(date +%s) rc
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$log" 2>&1
+  rc=$?
+  local dt=$(($(date +%s) - t0)) status="ok"
+  [ $rc -ne 0 ] && status="FAILED (rc $rc)"
+  [ $rc -eq 124 ] && status="TIMED OUT after ${limit}s"
+  ROWS+=("| $name | $status | $dt |")
+  return $rc
+}
+
+# --- the machine ---
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
+  nvidia-smi -L 2>&1
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>&1
+  nvidia-smi topo -m 2>&1
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  cmake --version | head -1
+} >"$OUT/machine.log" 2>&1
+
+if [ -z "${CUDA_ARCH:-}" ]; then
+  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  CUDA_ARCH=${CC:+${CC}-real}
+  CUDA_ARCH=${CUDA_ARCH:-native}
+fi
+if [ -z "${GTEST_SRC:-}" ]; then
+  if [ -f "$ROOT/third_party/googletest/CMakeLists.txt" ]; then GTEST_SRC=$ROOT/third_party/googletest
+  else GTEST_SRC=/usr/src/googletest; fi
+fi
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+
+configured=0
+step "configure (arch $CUDA_ARCH)" configure.log 120 \
+  cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+  -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DSYMMAR_BUILD_TESTS=ON -DSYMMAR_BUILD_BENCHMARKS=ON \
+  -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_GTEST_SRC="$GTEST_SRC" && configured=1
+
+built=0
+if [ $configured -eq 1 ]; then
+  step "build (-j$JOBS)" build.log 300 cmake --build "$BUILD" -j "$JOBS" && built=1
+fi
+
+TESTS="not run"
+if [ $built -eq 1 ]; then
+  step "ctest -L gpu" ctest_gpu.log 300 ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error
+  TESTS=$(grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" | tail -1)
+  grep -E "Test +#[0-9]+:" "$OUT/ctest_gpu.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //' >"$OUT/ctest_gpu_results.txt"
+fi
+
+PERF="$BUILD/benchmarks/symmar_perf"
+if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+  for n in 2 4 8; do
+    step "symmar_perf local world $n" "perf_world$n.log" 60 \
+      "$PERF" --device gpu --local-world "$n" -A all -b 8 -e 64M -f 4
+  done
+else
+  ROWS+=("| symmar_perf | not built (skipped) | 0 |")
+fi
+
+{
+  echo "# symmar GPU check"
+  echo
+  echo "GPU: $(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -1)"
+  echo "CUDA architectures: $CUDA_ARCH; GoogleTest sources: $GTEST_SRC; total $(($(date +%s) - START)) s"
+  echo
+  echo "| step | result | seconds |"
+  echo "|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+  echo
+  echo "ctest: ${TESTS:-no summary line}"
+  if [ -s "$OUT/ctest_gpu_results.txt" ]; then
+    echo
+    echo "| test | result |"
+    echo "|---|---|"
+    sed -E 's/^([^ ]+) [ .*]+ *(Passed|\*\*\*Failed|\*\*\*Timeout|\*\*\*Skipped|Not Run|[A-Za-z*]+)(.*)$/| \1 | \2\3 |/' \
+      "$OUT/ctest_gpu_results.txt"
+  fi
+  for f in "$OUT"/perf_world*.log; do
+    [ -f "$f" ] || continue
+    echo
+    echo "## $(basename "$f" .log)"
+    echo '```'
+    tail -40 "$f"
+    echo '```'
+  done
+} >"$SUMMARY"
+cat "$SUMMARY"
+grep -q "FAILED\|TIMED OUT" "$SUMMARY" && exit 1
+exit 0

@@ -1,0 +1,169 @@
+#include "gpu_test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+namespace symmar_gpu_test {
+
+int gpuCount(std::string* why) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    *why = std::string("no GPU: cudaGetDeviceCount failed: ") + cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0) *why = "no GPU: no CUDA device";
+  return n;
+}
+
+LocalWorld::LocalWorld(const std::vector<int>& devices, int timeout_ms, size_t staging_bytes) : devices_(devices) {
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = devices.empty() ? 0 : devices[0];
+  cfg.timeout_ms = timeout_ms;
+  cfg.staging_bytes = staging_bytes;
+  comms_.assign(devices.size(), nullptr);
+  symmarResult_t res = symmarCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data(), &cfg);
+  if (res != symmarSuccess) {
+    error_ = std::string(symmarGetErrorString(res)) + ": " + symmarGetLastError(nullptr);
+    comms_.clear();
+    return;
+  }
+  for (int d : devices) {
+    cudaStream_t s = nullptr;
+    cudaSetDevice(d);
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      error_ = "cudaStreamCreate failed";
+      return;
+    }
+    streams_.push_back(s);
+  }
+  ok_ = true;
+}
+
+LocalWorld::~LocalWorld() {
+  sync();
+  for (size_t r = 0; r < streams_.size(); ++r) {
+    cudaSetDevice(devices_[r]);
+    cudaStreamDestroy(streams_[r]);
+  }
+  for (symmarComm_t c : comms_) symmarCommDestroy(c);
+}
+
+void LocalWorld::parallel(const std::function<void(int)>& fn) const {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) threads.emplace_back([&fn, r, this] {
+    cudaSetDevice(device(r));
+    fn(r);
+  });
+  for (std::thread& t : threads) t.join();
+}
+
+cudaError_t LocalWorld::sync() const {
+  cudaError_t first = cudaSuccess;
+  for (size_t r = 0; r < streams_.size(); ++r) {
+    cudaError_t e = cudaStreamSynchronize(streams_[r]);
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16ToFloat(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t man = h & 0x3ffu;
+  float mag;
+  if (exp == 0) mag = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31) mag = man ? NAN : INFINITY;
+  else mag = std::ldexp(static_cast<float>(man | 0x400u), exp - 25);
+  uint32_t u;
+  std::memcpy(&u, &mag, 4);
+  u |= sign;
+  std::memcpy(&mag, &u, 4);
+  return mag;
+}
+
+uint16_t floatToHalf(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  float a = std::fabs(f);
+  if (std::isnan(f)) return 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00;
+  if (a < std::ldexp(1.0f, -14)) {  // subnormal: units of 2^-24
+    return sign | static_cast<uint16_t>(std::nearbyint(a * std::ldexp(1.0f, 24)));
+  }
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  float scaled = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits
+  if (scaled >= 2048.0f) {
+    scaled /= 2;
+    ++e;
+  }
+  return sign | static_cast<uint16_t>(((e + 14) << 10) | (static_cast<uint32_t>(scaled) & 0x3ffu));
+}
+
+size_t elemSize(symmarDataType_t t) { return t == symmarFloat32 ? 4 : 2; }
+
+std::vector<unsigned char> makeInput(symmarDataType_t t, size_t count, int rank, uint32_t seed) {
+  std::vector<unsigned char> buf(count * elemSize(t));
+  for (size_t i = 0; i < count; ++i) {
+    // Multiples of 1/8 in [-4, 4): exact in bf16 and fp16, and so are sums of up to 8 of them.
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ (static_cast<uint32_t>(rank) + 1) * 40503u ^ seed;
+    h ^= h >> 13;
+    float v = static_cast<float>(static_cast<int>(h % 64u) - 32) / 8.0f;
+    if (t == symmarFloat32) std::memcpy(&buf[i * 4], &v, 4);
+    else {
+      uint16_t b = t == symmarFloat16 ? floatToHalf(v) : floatToBf16(v);
+      std::memcpy(&buf[i * 2], &b, 2);
+    }
+  }
+  return buf;
+}
+
+double elemAt(symmarDataType_t t, const std::vector<unsigned char>& buf, size_t i) {
+  if (t == symmarFloat32) {
+    float f;
+    std::memcpy(&f, &buf[i * 4], 4);
+    return f;
+  }
+  uint16_t b;
+  std::memcpy(&b, &buf[i * 2], 2);
+  return t == symmarFloat16 ? halfToFloat(b) : bf16ToFloat(b);
+}
+
+std::vector<double> reference(symmarDataType_t t, symmarRedOp_t op, const std::vector<std::vector<unsigned char>>& in,
+                              size_t count) {
+  std::vector<double> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    double acc = elemAt(t, in[0], i);
+    for (size_t r = 1; r < in.size(); ++r) {
+      double v = elemAt(t, in[r], i);
+      acc = op == symmarSum ? acc + v : op == symmarMax ? std::max(acc, v) : std::min(acc, v);
+    }
+    out[i] = acc;
+  }
+  return out;
+}
+
+double tolerance(symmarDataType_t t, double ref, int world) {
+  const double eps = t == symmarFloat32 ? 1.2e-7 : t == symmarFloat16 ? 9.8e-4 : 7.9e-3;
+  return eps * (std::fabs(ref) + 1.0) * world;
+}
+
+}  // namespace symmar_gpu_test

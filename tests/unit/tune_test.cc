@@ -1,0 +1,92 @@
+// symmar_tune's row builder on synthetic measurements: expected thresholds, and a file that makes
+// the planner pick the measured winner.
+#include <gtest/gtest.h>
+
+#include "core/names.h"
+#include "plan/planner.h"
+#include "plan/table.h"
+#include "tune_table.h"
+
+using namespace tune;
+
+namespace {
+
+// oneshot wins to 64 KiB, twoshot to 8 MiB, the fallback above.
+std::vector<Measurement> synthetic() {
+  std::vector<Measurement> m;
+  for (size_t b = 1024; b <= (size_t(64) << 20); b *= 2) {
+    double one = 5 + b / 4000.0, two = 12 + b / 9000.0, nccl = 60 + b / 11000.0;
+    m.push_back({symmarAlgoOneShot, b, one});
+    m.push_back({symmarAlgoTwoShot, b, two});
+    m.push_back({symmarAlgoNccl, b, nccl});
+    m.push_back({symmarAlgoAuto, b, 1.0});  // auto is not a candidate
+  }
+  return m;
+}
+
+symmarAlgo_t winner(const std::vector<Measurement>& m, size_t bytes) {
+  symmarAlgo_t best = symmarAlgoAuto;
+  double t = 1e300;
+  for (const Measurement& x : m) {
+    if (x.bytes == bytes && x.algo != symmarAlgoAuto && x.time_us < t) {
+      t = x.time_us;
+      best = x.algo;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST(Tune, ThresholdsFollowTheCrossovers) {
+  auto entries = tuneRow(synthetic(), 0.0);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].algo, symmarAlgoOneShot);
+  EXPECT_EQ(entries[1].algo, symmarAlgoTwoShot);
+  // one-shot: 5 + b/4000 < 12 + b/9000  <=>  b < 50400: last measured win is 32 KiB.
+  EXPECT_EQ(entries[0].max_bytes, 32u << 10);
+  // two-shot vs nccl: 12 + b/9000 < 60 + b/11000  <=>  b < 2.376 MB: last win 2 MiB; nccl serves above.
+  EXPECT_EQ(entries[1].max_bytes, 2u << 20);
+}
+
+TEST(Tune, MarginKeepsTheIncumbentWhenTheDifferenceIsNoise) {
+  std::vector<Measurement> m = {{symmarAlgoOneShot, 1024, 10.0}, {symmarAlgoTwoShot, 1024, 12.0},
+                                {symmarAlgoOneShot, 2048, 10.2}, {symmarAlgoTwoShot, 2048, 10.0},  // 2% faster: noise
+                                {symmarAlgoOneShot, 4096, 14.0}, {symmarAlgoTwoShot, 4096, 11.0}};
+  auto loose = tuneRow(m, 0.05);
+  ASSERT_EQ(loose.size(), 2u);
+  EXPECT_EQ(loose[0].max_bytes, 2048u) << "one-shot keeps 2 KiB within the 5% margin";
+  auto strict = tuneRow(m, 0.0);
+  EXPECT_EQ(strict[0].max_bytes, 1024u);
+  EXPECT_EQ(strict.back().max_bytes, UINT64_MAX) << "a symmetric winner at the top extends to any size";
+}
+
+TEST(Tune, NeverMoreThanFourEntries) {
+  std::vector<Measurement> m;
+  const symmarAlgo_t cycle[] = {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem};
+  for (int i = 0; i < 12; ++i) {
+    size_t b = size_t(1024) << i;
+    for (symmarAlgo_t a : cycle) m.push_back({a, b, a == cycle[i % 3] ? 1.0 : 2.0});
+  }
+  auto entries = tuneRow(m, 0.0);
+  EXPECT_LE(entries.size(), 4u);
+  for (size_t i = 1; i < entries.size(); ++i) {
+    EXPECT_GT(entries[i].max_bytes, entries[i - 1].max_bytes);
+    EXPECT_NE(entries[i].algo, entries[i - 1].algo);
+  }
+}
+
+TEST(Tune, WrittenFileLoadsAndAutoPicksTheMeasuredWinner) {
+  auto m = synthetic();
+  auto entries = tuneRow(m, 0.0);
+  std::string json = tableFileJson("sm120", "pcie", 4, entries, "synthetic");
+  symmar::Tables tables = symmar::Tables::builtin();
+  ASSERT_EQ(tables.loadJson(json, "tuned.json"), symmarSuccess);
+  const symmar::TableRow* row = tables.resolve(12, 0, symmarLinkPcie, 4);
+  ASSERT_EQ(row->source, "synthetic");
+  const uint32_t available = symmar::algoBit(symmarAlgoOneShot) | symmar::algoBit(symmarAlgoTwoShot) | symmar::algoBit(symmarAlgoNccl);
+  for (const Measurement& x : m) {
+    if (x.algo != symmarAlgoOneShot) continue;
+    EXPECT_EQ(symmar::chooseAlgo(*row, available, x.bytes), winner(m, x.bytes)) << x.bytes;
+  }
+}
