@@ -27,26 +27,6 @@ double expectedValue(int world, size_t i, symmarRedOp_t op) {
   return acc;
 }
 
-void storeValue(void* buf, symmarDataType_t dtype, size_t i, double v) {
-  switch (dtype) {
-    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case symmarFloat64: static_cast<double*>(buf)[i] = v; break;
-    case symmarInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = symmar::floatToHalf(static_cast<float>(v)); break;
-    default: static_cast<uint16_t*>(buf)[i] = symmar::floatToBf16(static_cast<float>(v)); break;
-  }
-}
-
-double loadValue(const void* buf, symmarDataType_t dtype, size_t i) {
-  switch (dtype) {
-    case symmarFloat32: return static_cast<const float*>(buf)[i];
-    case symmarFloat64: return static_cast<const double*>(buf)[i];
-    case symmarInt32: return static_cast<const int32_t*>(buf)[i];
-    case symmarFloat16: return symmar::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
-    default: return symmar::bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
-  }
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -211,7 +191,7 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
     return false;
   }
   std::vector<char> host(opt.max_bytes);
-  for (size_t i = 0; i < opt.max_bytes / elem; ++i) storeValue(host.data(), opt.dtype, i, inputValue(group.rank(), i));
+  for (size_t i = 0; i < opt.max_bytes / elem; ++i) symmar::storeElement(host.data(), opt.dtype, i, inputValue(group.rank(), i));
   bufs->upload(host);
 
   std::vector<symmarAlgo_t> algos = opt.algos;
@@ -243,8 +223,8 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       if (opt.check) {
         std::vector<char> out;
         bufs->download(&out, bytes);
-        if (opt.plant_wrong && group.rank() == 0) storeValue(out.data(), opt.dtype, 0, 12345);
-        for (size_t i = 0; i < count; ++i) wrong += loadValue(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
+        if (opt.plant_wrong && group.rank() == 0) symmar::storeElement(out.data(), opt.dtype, 0, 12345);
+        for (size_t i = 0; i < count; ++i) wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
       }
       symmarAlgo_t planned = algo;
       if (algo == symmarAlgoAuto) symmarCommPlan(comm, count, opt.dtype, opt.op, &planned);

@@ -28,7 +28,18 @@ if(SYMMAR_WERROR)
 endif()
 
 find_package(Threads REQUIRED)
-find_package(nlohmann_json 3 REQUIRED)
+# nlohmann/json: the Debian package, else a header tree in SYMMAR_JSON_INCLUDE or third_party/
+# (machines without the package, e.g. an offline GPU box: scripts/prepare-offline-deps.sh).
+find_package(nlohmann_json 3 QUIET)
+if(NOT nlohmann_json_FOUND)
+  set(SYMMAR_JSON_INCLUDE "${PROJECT_SOURCE_DIR}/third_party/nlohmann_json/include" CACHE PATH
+      "Directory holding nlohmann/json.hpp when the package is not installed")
+  if(NOT EXISTS "${SYMMAR_JSON_INCLUDE}/nlohmann/json.hpp")
+    message(FATAL_ERROR "nlohmann/json not found: apt-get install nlohmann-json3-dev, or set SYMMAR_JSON_INCLUDE")
+  endif()
+  add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+  set_target_properties(nlohmann_json::nlohmann_json PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${SYMMAR_JSON_INCLUDE}")
+endif()
 if(SYMMAR_WITH_MPI)
   find_package(MPI COMPONENTS C)
   if(NOT MPI_C_FOUND)

@@ -64,6 +64,11 @@ if [ -z "${GTEST_SRC:-}" ]; then
   else GTEST_SRC=/usr/src/googletest; fi
 fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# NCCL for the fallback: the pip wheel's library when no system one is configured.
+if [ -z "${SYMMAR_NCCL_LIB:-}" ]; then
+  lib=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [ -n "$lib" ] && [ -f "$lib" ] && export SYMMAR_NCCL_LIB=$lib
+fi
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 

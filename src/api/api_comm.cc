@@ -79,6 +79,8 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   std::unique_ptr<Backend> backend;
   SYMMAR_CHECK(gpu ? createCudaBackend(*comm, &backend) : HostBackend::create(*comm, &backend));
   comm->backend = std::move(backend);
+  // The row never changes for a comm: (arch, link, world) are fixed, so resolve it once here.
+  comm->row = comm->tables.resolve(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->nranks);
   noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
   SYMMAR_INFO(kSubsysInit, "comm rank %d/%d on %s: link %s, cc %d.%d, multicast %d, row %s (%s)", comm->rank,
               comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,

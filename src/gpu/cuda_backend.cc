@@ -161,6 +161,7 @@ symmarResult_t CudaBackend::init() {
   SYMMAR_CHECK(agreeAll(*comm_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
   comm_.topo = topo_.topo;
+  comm_.settings.staging_bytes = layout_.staging_bytes;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
               device_, nblocks_, kThreads, layout_.staging_bytes, nccl_ok_ ? "yes" : "no");
   return symmarSuccess;

@@ -70,7 +70,6 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   comm.topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
   comm.topo.world_size = comm.nranks;
   comm.topo.multicast = 0;
-  comm.row = comm.tables.resolve(0, 0, comm.topo.link, comm.nranks);
   if (comm.settings.staging_bytes == 0) {
     comm.settings.staging_bytes = static_cast<size_t>(
         envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));

@@ -14,7 +14,7 @@ namespace symmar {
 
 class HostBackend : public Backend {
  public:
-  /// Collective: probes locality, fills comm.topo and comm.row, maps the heap when all ranks are local.
+  /// Collective: probes locality, fills comm.topo, maps the heap when all ranks are local.
   static symmarResult_t create(symmarComm& comm, std::unique_ptr<Backend>* out);
   ~HostBackend() override;
 

@@ -70,6 +70,28 @@ inline uint16_t floatToHalf(float f) {  // round to nearest even
   return sign | static_cast<uint16_t>(v >> 13);
 }
 
+/// Element i of a buffer of dtype, as a double (tests and tools: fill and check buffers).
+inline double loadElement(const void* buf, symmarDataType_t dtype, size_t i) {
+  switch (dtype) {
+    case symmarFloat32: return static_cast<const float*>(buf)[i];
+    case symmarFloat64: return static_cast<const double*>(buf)[i];
+    case symmarInt32: return static_cast<const int32_t*>(buf)[i];
+    case symmarFloat16: return halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    default: return bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+  }
+}
+
+/// Stores v, rounded to dtype, as element i.
+inline void storeElement(void* buf, symmarDataType_t dtype, size_t i, double v) {
+  switch (dtype) {
+    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case symmarFloat64: static_cast<double*>(buf)[i] = v; break;
+    case symmarInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(v)); break;
+    default: static_cast<uint16_t*>(buf)[i] = floatToBf16(static_cast<float>(v)); break;
+  }
+}
+
 /// Reduces n elements of nsrc buffers into dst (dst may alias any source).
 void reduceRanks(void* dst, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype, symmarRedOp_t op);
 

@@ -101,26 +101,6 @@ double inputValue(int rank, size_t i, bool random_data) {
   return static_cast<double>(h % 2000001) / 1000000.0 - 1.0;
 }
 
-void store(void* buf, symmarDataType_t dtype, size_t i, double v) {
-  switch (dtype) {
-    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case symmarFloat64: static_cast<double*>(buf)[i] = v; break;
-    case symmarInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = symmar::floatToHalf(static_cast<float>(v)); break;
-    default: static_cast<uint16_t*>(buf)[i] = symmar::floatToBf16(static_cast<float>(v)); break;
-  }
-}
-
-double load(const void* buf, symmarDataType_t dtype, size_t i) {
-  switch (dtype) {
-    case symmarFloat32: return static_cast<const float*>(buf)[i];
-    case symmarFloat64: return static_cast<const double*>(buf)[i];
-    case symmarInt32: return static_cast<const int32_t*>(buf)[i];
-    case symmarFloat16: return symmar::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
-    default: return symmar::bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
-  }
-}
-
 double tolerance(symmarDataType_t dtype, double ref, int world) {
   double mag = std::max(1.0, std::fabs(ref));
   switch (dtype) {
@@ -139,7 +119,7 @@ int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* dig
   std::vector<uint64_t> send_store((c.count * elem + 7) / 8 + 1), recv_store((c.count * elem + 7) / 8 + 1);
   void* send = send_store.data();
   void* recv = c.in_place ? send : recv_store.data();
-  for (size_t i = 0; i < c.count; ++i) store(send, c.dtype, i, inputValue(rank, i, c.random_data));
+  for (size_t i = 0; i < c.count; ++i) symmar::storeElement(send, c.dtype, i, inputValue(rank, i, c.random_data));
   symmarResult_t res = symmarAllReduceAlgo(send, recv, c.count, c.dtype, c.op, c.algo, comm, nullptr);
   if (res != symmarSuccess) {
     fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, describe(c).c_str(), symmarGetErrorString(res),
@@ -152,11 +132,11 @@ int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* dig
     // Reference from the inputs as each rank stored them (rounded to the dtype), in float64.
     double ref = 0;
     for (int r = 0; r < world; ++r) {
-      store(tmp.data(), c.dtype, 0, inputValue(r, i, c.random_data));
-      double x = load(tmp.data(), c.dtype, 0);
+      symmar::storeElement(tmp.data(), c.dtype, 0, inputValue(r, i, c.random_data));
+      double x = symmar::loadElement(tmp.data(), c.dtype, 0);
       ref = r == 0 ? x : (c.op == symmarSum ? ref + x : (c.op == symmarMax ? std::max(ref, x) : std::min(ref, x)));
     }
-    double got = load(recv, c.dtype, i);
+    double got = symmar::loadElement(recv, c.dtype, i);
     double tol = (c.random_data && c.op == symmarSum) ? tolerance(c.dtype, ref, world) : 0.0;
     if (!(std::fabs(got - ref) <= tol)) {
       if (errors < 3) {
