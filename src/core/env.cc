@@ -29,7 +29,7 @@ const EnvVarInfo kRegistry[] = {
     {"SYMMAR_TIMEOUT_MS", "positive integer", "30000", "Default bound on every wait when config.timeout_ms is 0."},
     {"SYMMAR_STAGING_BYTES", "size with K/M/G suffix", "(from the tables)",
      "Default staging buffer per rank when config.staging_bytes is 0."},
-    {"SYMMAR_HOST_CHUNK_BYTES", "size with K/M/G suffix", "1M",
+    {"SYMMAR_HOST_CHUNK_BYTES", "size with K/M/G suffix", "256K",
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache)."},
     {"SYMMAR_HEAP_BYTES", "size with K/M/G suffix", "256M", "Capacity of the symmetric heap for symmarMemAlloc."},
     {"SYMMAR_NCCL_LIB", "path to libnccl.so.2", "libnccl.so.2", "NCCL library loaded for the nccl fallback."},

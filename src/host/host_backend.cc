@@ -29,7 +29,7 @@ namespace {
 constexpr int64_t kDefaultHeapBytes = 256ll << 20;
 constexpr size_t kDefaultHostStaging = 32u << 20;
 // Chunks of this size keep a step's staging traffic in the last-level cache (docs/performance.md).
-constexpr int64_t kDefaultHostChunk = 1 << 20;
+constexpr int64_t kDefaultHostChunk = 256 << 10;
 
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {

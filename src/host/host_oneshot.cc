@@ -17,7 +17,7 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
     SYMMAR_CHECK(barrier(sched::kSlotStart));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
-    reduceRanks(c.recv + r.begin * c.elem, srcs_.data(), world_, r.size(), c.dtype, c.op);
+    reduceRanks(c.recv + r.begin * c.elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
     last_read_half_ = half;
   }
   return symmarSuccess;

@@ -46,10 +46,11 @@ struct Half {
 };
 
 template <typename Conv, typename Op>
-void reduceTyped(void* dst_raw, const void* const* srcs, int nsrc, size_t n) {
+void reduceTyped(void* dst_raw, void* dst2_raw, const void* const* srcs, int nsrc, size_t n) {
   using S = typename Conv::Store;
   using A = typename Conv::Acc;
   S* dst = static_cast<S*>(dst_raw);
+  S* dst2 = static_cast<S*>(dst2_raw);
   A acc[kBlock];
   for (size_t i0 = 0; i0 < n; i0 += kBlock) {
     size_t m = std::min(kBlock, n - i0);
@@ -61,27 +62,29 @@ void reduceTyped(void* dst_raw, const void* const* srcs, int nsrc, size_t n) {
     }
     S* d = dst + i0;
     for (size_t i = 0; i < m; ++i) d[i] = Conv::store(acc[i]);
+    if (dst2) std::copy_n(d, m, dst2 + i0);  // still in L1
   }
 }
 
 template <typename Conv>
-void reduceOp(void* dst, const void* const* srcs, int nsrc, size_t n, symmarRedOp_t op) {
+void reduceOp(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarRedOp_t op) {
   switch (op) {
-    case symmarSum: return reduceTyped<Conv, Sum>(dst, srcs, nsrc, n);
-    case symmarMax: return reduceTyped<Conv, Max>(dst, srcs, nsrc, n);
-    default: return reduceTyped<Conv, Min>(dst, srcs, nsrc, n);
+    case symmarSum: return reduceTyped<Conv, Sum>(dst, dst2, srcs, nsrc, n);
+    case symmarMax: return reduceTyped<Conv, Max>(dst, dst2, srcs, nsrc, n);
+    default: return reduceTyped<Conv, Min>(dst, dst2, srcs, nsrc, n);
   }
 }
 
 }  // namespace
 
-void reduceRanks(void* dst, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype, symmarRedOp_t op) {
+void reduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
+                 symmarRedOp_t op) {
   switch (dtype) {
-    case symmarFloat32: return reduceOp<Plain<float, float>>(dst, srcs, nsrc, n, op);
-    case symmarFloat64: return reduceOp<Plain<double, double>>(dst, srcs, nsrc, n, op);
-    case symmarInt32: return reduceOp<Plain<int32_t, int32_t>>(dst, srcs, nsrc, n, op);
-    case symmarFloat16: return reduceOp<Half>(dst, srcs, nsrc, n, op);
-    default: return reduceOp<Bf16>(dst, srcs, nsrc, n, op);
+    case symmarFloat32: return reduceOp<Plain<float, float>>(dst, dst2, srcs, nsrc, n, op);
+    case symmarFloat64: return reduceOp<Plain<double, double>>(dst, dst2, srcs, nsrc, n, op);
+    case symmarInt32: return reduceOp<Plain<int32_t, int32_t>>(dst, dst2, srcs, nsrc, n, op);
+    case symmarFloat16: return reduceOp<Half>(dst, dst2, srcs, nsrc, n, op);
+    default: return reduceOp<Bf16>(dst, dst2, srcs, nsrc, n, op);
   }
 }
 

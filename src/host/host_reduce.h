@@ -92,7 +92,9 @@ inline void storeElement(void* buf, symmarDataType_t dtype, size_t i, double v) 
   }
 }
 
-/// Reduces n elements of nsrc buffers into dst (dst may alias any source).
-void reduceRanks(void* dst, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype, symmarRedOp_t op);
+/// Reduces n elements of nsrc buffers into dst, and into dst2 as well when it is not null (one
+/// pass writes both: two-shot's owner keeps its slice and publishes it). dst may alias a source.
+void reduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
+                 symmarRedOp_t op);
 
 }  // namespace symmar

@@ -28,11 +28,14 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     SYMMAR_CHECK(barrier(sched::kSlotStart));
 
     for (int p = 0; p < world_; ++p) srcs_[p] = p == rank_ ? src + off : heap_->staging(p, in_half) + off;
-    reduceRanks(heap_->staging(rank_, out_half) + off, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+    // The owner writes its slice to its output and publishes it in the same pass. In place, the
+    // output slice is the input slice being read: each block is read before it is written.
+    reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, heap_->staging(rank_, out_half) + off, srcs_.data(), world_,
+                mine.size(), c.dtype, c.op);
     SYMMAR_CHECK(barrier(sched::kSlotEnd));
 
-    for (int i = 0; i < world_; ++i) {
-      const int p = (rank_ + i) % world_;  // start with the own slice, then spread reads over peers
+    for (int i = 1; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;  // spread the reads over the peers
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
       memcpy(c.recv + (r.begin + s.begin) * c.elem, heap_->staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
     }

@@ -69,9 +69,9 @@ TEST(Reduce, MatchesAFloat64Reference) {
       std::vector<float> fout(n);
       std::vector<uint16_t> bout(n);
       std::vector<double> dout(n);
-      reduceRanks(fout.data(), fs.data(), n_ranks, n, symmarFloat32, op);
-      reduceRanks(bout.data(), bs.data(), n_ranks, n, symmarBfloat16, op);
-      reduceRanks(dout.data(), ds.data(), n_ranks, n, symmarFloat64, op);
+      reduceRanks(fout.data(), nullptr, fs.data(), n_ranks, n, symmarFloat32, op);
+      reduceRanks(bout.data(), nullptr, bs.data(), n_ranks, n, symmarBfloat16, op);
+      reduceRanks(dout.data(), nullptr, ds.data(), n_ranks, n, symmarFloat64, op);
       for (size_t i = 0; i < n; ++i) {
         ASSERT_NEAR(fout[i], expect[i], 1e-5 * n_ranks * 4) << i;
         ASSERT_NEAR(bf16ToFloat(bout[i]), expect[i], 0.02 * n_ranks * 4 / 8 + 0.04) << i;
@@ -88,7 +88,9 @@ TEST(Reduce, MatchesAFloat64Reference) {
 TEST(Reduce, IntegerSumWrapsAndDestinationMayAliasASource) {
   std::vector<int32_t> a = {INT32_MAX, 5, -3}, b = {1, 7, -4};
   const void* srcs[] = {a.data(), b.data()};
-  reduceRanks(a.data(), srcs, 2, 3, symmarInt32, symmarSum);
+  std::vector<int32_t> copy(3);
+  reduceRanks(a.data(), copy.data(), srcs, 2, 3, symmarInt32, symmarSum);
+  EXPECT_EQ(copy, a) << "the second destination gets the same values";
   EXPECT_EQ(a[0], INT32_MIN);
   EXPECT_EQ(a[1], 12);
   EXPECT_EQ(a[2], -7);
