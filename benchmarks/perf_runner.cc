@@ -96,7 +96,9 @@ class GpuBuffers : public Buffers {
     if (cudaMalloc(&recv_, bytes) != cudaSuccess) recv_ = nullptr;
   }
   ~GpuBuffers() override {
-    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    for (Captured& g : graphs_) {
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    }
     if (symmetric_ && send_) symmarMemFree(comm_, send_);
     if (!symmetric_ && send_) cudaFree(send_);
     if (recv_) cudaFree(recv_);
@@ -119,7 +121,7 @@ class GpuBuffers : public Buffers {
     if (opt.graph && !captureIfNeeded(comm, count, opt, algo, res)) return -1;
     cudaEventRecord(start_, stream_);
     if (opt.graph) {
-      *res = cudaGraphLaunch(graph_exec_, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
+      *res = cudaGraphLaunch(graphs_[algo].exec, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
     } else {
       *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
     }
@@ -133,34 +135,37 @@ class GpuBuffers : public Buffers {
   }
 
  private:
+  // One captured graph per algorithm, so interleaved algorithms do not recapture every call.
   bool captureIfNeeded(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo, symmarResult_t* res) {
-    if (graph_exec_ && graph_count_ == count && graph_algo_ == algo) return true;
-    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-    graph_exec_ = nullptr;
+    Captured& g = graphs_[algo];
+    if (g.exec && g.count == count) return true;
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
     cudaGraph_t graph = nullptr;
     cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
     *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
     cudaStreamEndCapture(stream_, &graph);
-    if (*res != symmarSuccess || !graph || cudaGraphInstantiate(&graph_exec_, graph, 0) != cudaSuccess) {
+    if (*res != symmarSuccess || !graph || cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess) {
       if (*res == symmarSuccess) *res = symmarCudaError;
       if (graph) cudaGraphDestroy(graph);
       return false;
     }
     cudaGraphDestroy(graph);
-    graph_count_ = count;
-    graph_algo_ = algo;
+    g.count = count;
     return true;
   }
 
+  struct Captured {
+    cudaGraphExec_t exec = nullptr;
+    size_t count = 0;
+  };
+  Captured graphs_[symmarNumAlgos];
   symmarComm_t comm_;
   bool symmetric_;
   void* send_ = nullptr;
   void* recv_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  cudaGraphExec_t graph_exec_ = nullptr;
-  size_t graph_count_ = 0;
-  symmarAlgo_t graph_algo_ = symmarAlgoAuto;
 };
 #endif
 
@@ -204,42 +209,54 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       if (group.sumOf(res == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
   }
-  for (symmarAlgo_t algo : algos) {
-    for (size_t bytes : sizes(opt, elem)) {
-      const size_t count = bytes / elem;
-      std::vector<double> times;
-      symmarResult_t res = symmarSuccess;
-      group.barrier();
-      for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
-        double us = bufs->timedCall(comm, count, opt, algo, &res);
-        if (it >= opt.warmup) times.push_back(us);
+  // Sizes outside, algorithms inside, iterations interleaved across algorithms: every algorithm is
+  // timed in the same moments as the others, so ratios hold even on a machine whose speed drifts.
+  const size_t na = algos.size();
+  std::vector<std::vector<Result>> per_algo(na);
+  for (size_t bytes : sizes(opt, elem)) {
+    const size_t count = bytes / elem;
+    std::vector<std::vector<double>> times(na);
+    symmarResult_t res = symmarSuccess;
+    size_t failed = 0;
+    group.barrier();
+    for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
+      for (size_t a = 0; a < na && res == symmarSuccess; ++a) {
+        double us = bufs->timedCall(comm, count, opt, algos[a], &res);
+        if (it >= opt.warmup) times[a].push_back(us);
+        failed = a;
       }
-      if (group.sumOf(res == symmarSuccess ? 0 : 1) != 0) {
-        *error = std::string("allreduce failed with ") + symmarAlgoName(algo) + " at " + std::to_string(bytes) +
-                 " bytes: " + symmarGetErrorString(res) + " (" + symmarGetLastError(comm) + ")";
-        return false;
-      }
+    }
+    for (size_t a = 0; a < na; ++a) {
       long wrong = 0;
-      if (opt.check) {
+      if (opt.check && res == symmarSuccess) {  // one more call per algorithm, checked
+        bufs->timedCall(comm, count, opt, algos[a], &res);
+        failed = a;
         std::vector<char> out;
         bufs->download(&out, bytes);
         if (opt.plant_wrong && group.rank() == 0) symmar::storeElement(out.data(), opt.dtype, 0, 12345);
-        for (size_t i = 0; i < count; ++i) wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
+        for (size_t i = 0; i < count; ++i) {
+          wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
+        }
       }
-      symmarAlgo_t planned = algo;
-      if (algo == symmarAlgoAuto) symmarCommPlan(comm, count, opt.dtype, opt.op, &planned);
+      if (group.sumOf(res == symmarSuccess ? 0 : 1) != 0) {
+        *error = std::string("allreduce failed with ") + symmarAlgoName(algos[failed]) + " at " +
+                 std::to_string(bytes) + " bytes: " + symmarGetErrorString(res) + " (" + symmarGetLastError(comm) + ")";
+        return false;
+      }
       Result r;
-      r.algo = algo;
+      r.algo = algos[a];
       r.bytes = bytes;
       r.count = count;
-      r.time_us = group.maxOf(median(times));
+      r.time_us = group.maxOf(median(times[a]));
       r.algbw_gbs = r.time_us > 0 ? bytes / (r.time_us * 1e3) : 0;
       r.busbw_gbs = r.algbw_gbs * busFactor(world);
       r.wrong = group.sumOf(wrong);
-      r.planned = planned;
-      results->push_back(r);
+      r.planned = r.algo;
+      if (r.algo == symmarAlgoAuto) symmarCommPlan(comm, count, opt.dtype, opt.op, &r.planned);
+      per_algo[a].push_back(r);
     }
   }
+  for (const auto& rs : per_algo) results->insert(results->end(), rs.begin(), rs.end());
   return true;
 }
 

@@ -16,49 +16,67 @@ std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double 
     if (m.algo == symmarAlgoAuto || m.time_us <= 0) continue;
     by_size[m.bytes][m.algo] = m.time_us;
   }
-  // Winner per size, sticking with the previous winner unless beaten by more than the margin.
-  std::vector<std::pair<size_t, symmarAlgo_t>> winners;
-  symmarAlgo_t current = symmarAlgoAuto;
-  for (const auto& [bytes, times] : by_size) {
-    auto best = std::min_element(times.begin(), times.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<size_t> sizes;
+  std::vector<const std::map<symmarAlgo_t, double>*> times;
+  for (const auto& [bytes, t] : by_size) {
+    sizes.push_back(bytes);
+    times.push_back(&t);
+  }
+  // Runs of sizes with one winner; the current winner keeps a size unless beaten by more than the margin.
+  struct Run {
+    symmarAlgo_t algo;
+    size_t first, last;  // indices into sizes
+  };
+  std::vector<Run> runs;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto& t = *times[k];
+    auto best = std::min_element(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     symmarAlgo_t pick = best->first;
-    auto cur = times.find(current);
-    if (cur != times.end() && cur->second <= best->second * (1.0 + margin)) pick = current;
-    winners.push_back({bytes, pick});
-    current = pick;
-  }
-  // Runs of equal winners become entries.
-  std::vector<Entry> entries;
-  for (const auto& [bytes, algo] : winners) {
-    if (!entries.empty() && entries.back().algo == algo) {
-      entries.back().max_bytes = bytes;
+    if (!runs.empty()) {
+      auto cur = t.find(runs.back().algo);
+      if (cur != t.end() && cur->second <= best->second * (1.0 + margin)) pick = runs.back().algo;
+    }
+    if (!runs.empty() && runs.back().algo == pick) {
+      runs.back().last = k;
     } else {
-      entries.push_back({algo, bytes});
+      runs.push_back({pick, k, k});
     }
   }
-  // Too many runs: drop the shortest inner run into its larger neighbour until the row fits.
-  const size_t kMax = 4;
-  while (entries.size() > kMax) {
-    size_t shortest = 1;
-    uint64_t shortest_span = UINT64_MAX;
-    for (size_t i = 1; i < entries.size(); ++i) {
-      uint64_t span = entries[i].max_bytes - entries[i - 1].max_bytes;
-      if (span < shortest_span) {
-        shortest_span = span;
-        shortest = i;
+  // Too many runs for a row: hand the run that costs least to a neighbour's algorithm (cost = the
+  // summed relative slowdown over its sizes), then join equal neighbours, until the row fits.
+  auto cost = [&](const Run& r, symmarAlgo_t algo) {
+    double c = 0;
+    for (size_t k = r.first; k <= r.last; ++k) {
+      auto it = times[k]->find(algo);
+      if (it == times[k]->end()) return 1e300;
+      c += it->second / times[k]->at(r.algo) - 1.0;
+    }
+    return c;
+  };
+  while (runs.size() > static_cast<size_t>(4)) {
+    double best_cost = 1e301;
+    size_t victim = 0, heir = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (size_t j : {i - 1, i + 1}) {
+        if (j >= runs.size()) continue;  // i - 1 wraps for i == 0
+        double c = cost(runs[i], runs[j].algo);
+        if (c < best_cost) {
+          best_cost = c;
+          victim = i;
+          heir = j;
+        }
       }
     }
-    entries[shortest - 1].max_bytes = entries[shortest].max_bytes;
-    entries.erase(entries.begin() + static_cast<long>(shortest));
-    for (size_t i = 1; i < entries.size(); ++i) {  // re-merge neighbours that became equal
-      if (entries[i].algo == entries[i - 1].algo) {
-        entries[i - 1].max_bytes = entries[i].max_bytes;
-        entries.erase(entries.begin() + static_cast<long>(i));
-        --i;
-      }
+    runs[victim].algo = runs[heir].algo;
+    std::vector<Run> joined;
+    for (const Run& r : runs) {
+      if (!joined.empty() && joined.back().algo == r.algo) joined.back().last = r.last;
+      else joined.push_back(r);
     }
+    runs.swap(joined);
   }
+  std::vector<Entry> entries;
+  for (const Run& r : runs) entries.push_back({r.algo, sizes[r.last]});
   if (!entries.empty() && isFallback(entries.back().algo)) {
     entries.pop_back();  // the fallback serves above the last threshold anyway
   } else if (!entries.empty()) {

@@ -22,7 +22,8 @@ struct Entry {
 };
 
 /// The current winner keeps a size unless another algorithm is faster by more than margin
-/// (0.05 = 5%). Sizes are those measured; thresholds are the last size each entry won. A symmetric
+/// (0.05 = 5%). Sizes are those measured; thresholds are the last size each entry won. More than
+/// four runs: the run that costs least (summed relative slowdown) goes to a neighbour. A symmetric
 /// winner at the largest size is extended to any size; a fallback winner (nccl/mpi) at the end is
 /// left to the planner's fallback rule and not listed.
 std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double margin);

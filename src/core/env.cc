@@ -27,7 +27,7 @@ const EnvVarInfo kRegistry[] = {
     {"SYMMAR_SOCKET_ADDR", "IPv4 address", "(from SYMMAR_SOCKET_IFNAME)",
      "Address symmarGetUniqueId listens on; overrides SYMMAR_SOCKET_IFNAME."},
     {"SYMMAR_TIMEOUT_MS", "positive integer", "30000", "Default bound on every wait when config.timeout_ms is 0."},
-    {"SYMMAR_STAGING_BYTES", "size with K/M/G suffix", "(from the tables)",
+    {"SYMMAR_STAGING_BYTES", "size with K/M/G suffix", "32M on the host backend, 8M on GPUs",
      "Default staging buffer per rank when config.staging_bytes is 0."},
     {"SYMMAR_HOST_CHUNK_BYTES", "size with K/M/G suffix", "256K",
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache)."},

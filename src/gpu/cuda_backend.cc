@@ -66,7 +66,9 @@ symmarResult_t CudaBackend::resolveSettings() {
   timeout_ms_ = s.timeout_ms > 0 ? s.timeout_ms
                                  : static_cast<int>(envInt("SYMMAR_TIMEOUT_MS", kDefaultTimeoutMs, 1, INT_MAX));
   epoch_start_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
-  size_t staging = s.staging_bytes ? s.staging_bytes : kDefaultStagingBytes;
+  size_t staging = s.staging_bytes ? s.staging_bytes
+                                   : static_cast<size_t>(envInt("SYMMAR_STAGING_BYTES", kDefaultStagingBytes,
+                                                                kMinStagingBytes, int64_t{1} << 40));
   staging = std::max(kMinStagingBytes, staging / 256 * 256);
   // Chunking must agree on every rank: all use the smallest staging any rank asked for.
   std::vector<uint64_t> all;

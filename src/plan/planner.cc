@@ -1,5 +1,6 @@
 #include "plan/planner.h"
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -33,7 +34,7 @@ PlanEnv parsePlanEnv() {
 
 std::mutex g_env_mutex;
 PlanEnv g_env;
-bool g_env_loaded = false;
+std::atomic<bool> g_env_loaded{false};  // read on every allreduce: no lock once loaded
 
 std::mutex g_tables_mutex;
 Tables* g_tables = nullptr;
@@ -82,17 +83,18 @@ symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
 }
 
 const PlanEnv& planEnv() {
+  if (g_env_loaded.load(std::memory_order_acquire)) return g_env;
   std::lock_guard<std::mutex> lock(g_env_mutex);
-  if (!g_env_loaded) {
+  if (!g_env_loaded.load(std::memory_order_relaxed)) {
     g_env = parsePlanEnv();
-    g_env_loaded = true;
+    g_env_loaded.store(true, std::memory_order_release);
   }
   return g_env;
 }
 
-void reloadPlanEnv() {
+void reloadPlanEnv() {  // tests only: not safe while other threads plan
   std::lock_guard<std::mutex> lock(g_env_mutex);
-  g_env_loaded = false;
+  g_env_loaded.store(false, std::memory_order_release);
 }
 
 symmarResult_t processTables(const Tables** tables) {

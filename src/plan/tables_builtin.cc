@@ -88,10 +88,11 @@ const Spec kSpecs[] = {
      "PCIe default: one-stage below 64 KiB (vLLM fork), two-shot through the decode range (SGLang pcie_ipc_ar.py)"},
 
     // ---- host backend (CPU ranks over shared memory) ----
-    {kArchHost, symmarLinkHostMemory, 2, 3, {{ONE, 16 * KiB}, {TWO, kUnbounded}},
-     "measured with symmar_perf on a 2-core x86-64 host (docs/performance.md)"},
-    {kArchHost, symmarLinkHostMemory, 4, 8, {{ONE, 4 * KiB}, {TWO, kUnbounded}},
-     "measured with symmar_perf on a 2-core x86-64 host, oversubscribed (docs/performance.md)"},
+    {kArchHost, symmarLinkHostMemory, 2, 3, {{ONE, 1 * KiB}, {TWO, kUnbounded}},
+     "symmar_tune, 2 ranks, float, margin 0.1, on a 2-core x86-64 VM (AMD EPYC), 2026-11-29; world 3 reuses it"},
+    {kArchHost, symmarLinkHostMemory, 4, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, 64 * KiB}, {TWO, kUnbounded}},
+     "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29 (MPI's yielding wait wins "
+     "the tiniest sizes there)"},
 };
 
 Tables makeBuiltin() {

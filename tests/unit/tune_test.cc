@@ -90,3 +90,26 @@ TEST(Tune, WrittenFileLoadsAndAutoPicksTheMeasuredWinner) {
     EXPECT_EQ(symmar::chooseAlgo(*row, available, x.bytes), winner(m, x.bytes)) << x.bytes;
   }
 }
+
+TEST(Tune, MergingHandsANoisyRunToTheNeighbourThatCostsLeast) {
+  // A fallback "wins" the first size by noise; merging must not stretch it over sizes it lost.
+  std::vector<Measurement> m;
+  const double one[] = {1.0, 1.0, 1.2, 2.0, 4.0, 8.0, 16.0, 30.0};
+  const double two[] = {1.3, 1.3, 1.1, 2.5, 3.0, 6.0, 17.0, 20.0};
+  const double mpi[] = {0.9, 1.5, 1.6, 3.0, 6.0, 12.0, 24.0, 48.0};
+  for (int i = 0; i < 8; ++i) {
+    size_t b = size_t(1024) << i;
+    m.push_back({symmarAlgoOneShot, b, one[i]});
+    m.push_back({symmarAlgoTwoShot, b, two[i]});
+    m.push_back({symmarAlgoMpi, b, mpi[i]});
+  }
+  // Winners: mpi, one, two, one, two, two, one, two: six runs -> four entries.
+  auto entries = tuneRow(m, 0.0);
+  ASSERT_LE(entries.size(), 4u);
+  for (const Entry& e : entries) {
+    if (e.algo == symmarAlgoMpi) {
+      EXPECT_LE(e.max_bytes, 1024u) << "mpi keeps at most the size it won";
+    }
+  }
+  EXPECT_EQ(entries.back().max_bytes, UINT64_MAX);
+}
