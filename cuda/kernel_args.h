@@ -16,7 +16,7 @@ constexpr int kMaxRanks = 8;
 constexpr int kThreads = 512;
 /// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit source descriptor that
 /// travels with a start flag (where the publishing rank's input for this chunk lives).
-constexpr size_t kDescOffset = 8;
+constexpr size_t kDescOffset = sched::kFlagDescOffset;
 /// Rank-level "call done" flag: block 0's end slot (the other end slots are unused). One flag per
 /// rank, raised by the last block of a call, lets the next call wait for every peer block at once.
 constexpr int kDoneBlock = 0;
@@ -48,7 +48,7 @@ struct KernelArgs {
   volatile int* status;       ///< device view of the mapped host status words
   long long timeout_cycles;   ///< bound of every spin, in clock64 cycles
 };
-constexpr uint64_t kNoDesc = ~0ull;
+constexpr uint64_t kNoDesc = sched::kNoDesc;
 
 /// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
 /// combinations (other dtypes, f32 min/max on multimem).

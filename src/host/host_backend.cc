@@ -140,9 +140,18 @@ symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
   }
 }
 
-symmarResult_t HostBackend::barrier(int slot) {
+namespace {
+uint64_t* flagWord(uint32_t* flag, size_t offset) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(flag) + offset);
+}
+}  // namespace
+
+symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
   epoch_ = sched::nextEpoch(epoch_);
-  __atomic_store_n(heap_->flag(rank_, 0, slot), epoch_, __ATOMIC_RELEASE);
+  uint32_t* own = heap_->flag(rank_, 0, slot);
+  __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 0)), desc, __ATOMIC_RELAXED);
+  __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 1)), sig, __ATOMIC_RELAXED);
+  __atomic_store_n(own, epoch_, __ATOMIC_RELEASE);  // publishes the words above with the epoch
   for (int i = 1; i < world_; ++i) {
     symmarResult_t res = waitPeer((rank_ + i) % world_, slot, epoch_);
     if (res != symmarSuccess) {
@@ -150,7 +159,39 @@ symmarResult_t HostBackend::barrier(int slot) {
       return res;
     }
   }
+  if (sig == 0) return symmarSuccess;
+  for (int p = 0; p < world_; ++p) {
+    uint64_t theirs =
+        __atomic_load_n(flagWord(heap_->flag(p, 0, slot), sched::paritySlotOffset(epoch_, 1)), __ATOMIC_RELAXED);
+    if (theirs != sig) {
+      return fail(symmarInvalidUsage,
+                  "collective mismatch: rank %d called allreduce with different arguments (count, dtype, op or "
+                  "algorithm) than rank %d; every rank must make the same calls in the same order",
+                  p, rank_);
+    }
+  }
   return symmarSuccess;
+}
+
+uint64_t HostBackend::peerDesc(int peer, int slot, uint32_t epoch) const {
+  return __atomic_load_n(flagWord(heap_->flag(peer, 0, slot), sched::paritySlotOffset(epoch, 0)), __ATOMIC_RELAXED);
+}
+
+uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
+  const char* base = heap_->userBase(rank_);
+  const char* c = static_cast<const char*>(p);
+  if (c < base || static_cast<size_t>(c - base) >= arena_.capacity()) return sched::kNoDesc;
+  return arena_.contains(static_cast<size_t>(c - base), bytes, nullptr) ? static_cast<uint64_t>(c - base)
+                                                                          : sched::kNoDesc;
+}
+
+uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t v : {static_cast<uint64_t>(c.count), static_cast<uint64_t>(c.dtype), static_cast<uint64_t>(c.op),
+                     static_cast<uint64_t>(algo)}) {
+    h = (h ^ v) * 1099511628211ull;
+  }
+  return h | 1;  // never 0, which means "no check"
 }
 
 symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,

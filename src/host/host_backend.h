@@ -36,8 +36,16 @@ class HostBackend : public Backend {
   explicit HostBackend(symmarComm& comm);
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
-  /// Arrives at the next barrier epoch on slot and waits (bounded) for every peer to arrive.
-  symmarResult_t barrier(int slot);
+  /// Arrives at the next barrier epoch on slot, publishing desc and sig with the flag, and waits
+  /// (bounded) for every peer. With sig != 0 every peer must have published the same signature:
+  /// a mismatch (ranks calling different collectives) gives symmarInvalidUsage on every rank.
+  symmarResult_t barrier(int slot, uint64_t desc = sched::kNoDesc, uint64_t sig = 0);
+  /// The descriptor peer published with its flag of epoch on slot.
+  uint64_t peerDesc(int peer, int slot, uint32_t epoch) const;
+  /// Offset of [p, p + bytes) in this rank's user heap when it lies in one symmarMemAlloc block
+  /// (peers may then read it in place), else kNoDesc.
+  uint64_t symmetricOffset(const void* p, size_t bytes) const;
+  static uint64_t signature(const Call& c, symmarAlgo_t algo);
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
   symmarResult_t peerGone(int peer);
   /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.

@@ -1,8 +1,9 @@
 // Two-shot on the host: reduce-scatter (each rank reduces the slice it owns, reading that slice
 // from every rank's staging, and publishes the result), then all-gather (each rank copies every
 // owner's reduced slice). Each element is reduced once, by its owner, so all ranks get the same bits.
-// Inputs go to the half peers are not reading; reduced slices to the other half, written only after
-// the start barrier, when every peer has finished the previous step.
+// Inputs go to the half peers are not reading (or stay in place when they are symmetric); reduced
+// slices go to the other half, written only after the start barrier, when every peer has finished
+// the previous step.
 #include "core/error.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
@@ -13,6 +14,10 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   const size_t chunk = chunkElems(c.elem);
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
   const size_t vec = sched::vecElems(c.elem);
+  // A send buffer from symmarMemAlloc is read by peers in place (no copy into staging): they read
+  // only their own slices of it, all before the end barrier, so neither in-place output nor the
+  // caller's next write can race with them.
+  const uint64_t desc = symmetricOffset(c.send, c.count * c.elem);
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int in_half = takeWriteHalf();
@@ -22,12 +27,24 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const sched::Range mine = sched::rankSlice(r.size(), world_, rank_, vec);
     const size_t off = mine.begin * c.elem;
     const char* src = c.send + r.begin * c.elem;
-    char* staged = heap_->staging(rank_, in_half);
-    memcpy(staged, src, off);
-    memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
-    SYMMAR_CHECK(barrier(sched::kSlotStart));
+    if (desc == sched::kNoDesc) {
+      char* staged = heap_->staging(rank_, in_half);
+      memcpy(staged, src, off);
+      memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
+    }
+    SYMMAR_CHECK(barrier(sched::kSlotStart, desc, k == 0 ? signature(c, symmarAlgoTwoShot) : 0));
+    const uint32_t start_epoch = epoch_;
 
-    for (int p = 0; p < world_; ++p) srcs_[p] = p == rank_ ? src + off : heap_->staging(p, in_half) + off;
+    for (int p = 0; p < world_; ++p) {
+      const uint64_t d = p == rank_ ? desc : peerDesc(p, sched::kSlotStart, start_epoch);
+      if (p == rank_) {
+        srcs_[p] = src + off;
+      } else if (d != sched::kNoDesc) {
+        srcs_[p] = heap_->userBase(p) + d + (r.begin + mine.begin) * c.elem;
+      } else {
+        srcs_[p] = heap_->staging(p, in_half) + off;
+      }
+    }
     // The owner writes its slice to its output and publishes it in the same pass. In place, the
     // output slice is the input slice being read: each block is read before it is written.
     reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, heap_->staging(rank_, out_half) + off, srcs_.data(), world_,

@@ -107,3 +107,57 @@ TEST(HostAllReduce, SymmetricBuffersFromMemAlloc) {
     symmarCommDestroy(comms[r]);
   }
 }
+
+TEST(HostAllReduce, MixedSymmetricAndPrivateInputs) {
+  const int world = 3;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    const size_t n = 200003;  // several chunks
+    void* sym = nullptr;
+    if (symmarMemAlloc(comms[rank], n * sizeof(double), &sym) != symmarSuccess) return 1;
+    std::vector<double> priv(n);
+    double* in = rank == 1 ? priv.data() : static_cast<double*>(sym);  // rank 1 stages, the others do not
+    std::vector<double> out(n);
+    int bad = 0;
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      for (size_t i = 0; i < n; ++i) in[i] = static_cast<double>(i % 1000) * (rank + 1);
+      double* dst = in_place ? in : out.data();
+      if (symmarAllReduceAlgo(in, dst, n, symmarFloat64, symmarSum, symmarAlgoTwoShot, comms[rank], nullptr) !=
+          symmarSuccess) {
+        return 1;
+      }
+      for (size_t i = 0; i < n; ++i) bad += dst[i] != static_cast<double>(i % 1000) * 6;
+    }
+    return bad + (symmarMemFree(comms[rank], sym) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    symmarCommDestroy(comms[r]);
+  }
+}
+
+TEST(HostAllReduce, MismatchedCallsAreReportedOnEveryRank) {
+  const int world = 2;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  std::vector<symmarResult_t> first(world), second(world);
+  std::vector<std::string> text(world);
+  mp::runThreads(world, [&](int rank) {
+    std::vector<float> buf(300, 1.0f);
+    // Rank 1 reduces a different count: detected at the first barrier, nothing is corrupted.
+    first[rank] = symmarAllReduceAlgo(buf.data(), buf.data(), rank == 0 ? 100 : 200, symmarFloat32, symmarSum,
+                                      symmarAlgoOneShot, comms[rank], nullptr);
+    text[rank] = symmarGetLastError(comms[rank]);
+    second[rank] = symmarAllReduce(buf.data(), buf.data(), 300, symmarFloat32, symmarSum, comms[rank], nullptr);
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(first[r], symmarInvalidUsage) << "rank " << r;
+    EXPECT_NE(text[r].find("mismatch"), std::string::npos) << text[r];
+    EXPECT_EQ(second[r], symmarSuccess) << "a mismatch does not fail the comm";
+    symmarCommDestroy(comms[r]);
+  }
+}
