@@ -31,6 +31,8 @@ const EnvVarInfo kRegistry[] = {
      "Default staging buffer per rank when config.staging_bytes is 0."},
     {"SYMMAR_HOST_CHUNK_BYTES", "size with K/M/G suffix", "256K",
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache)."},
+    {"SYMMAR_HOST_SPIN", "non-negative integer", "4096 (16 when ranks outnumber cores)",
+     "Host backend: busy polls of a barrier flag before the wait starts yielding the core."},
     {"SYMMAR_HEAP_BYTES", "size with K/M/G suffix", "256M", "Capacity of the symmetric heap for symmarMemAlloc."},
     {"SYMMAR_NCCL_LIB", "path to libnccl.so.2", "libnccl.so.2", "NCCL library loaded for the nccl fallback."},
     {"SYMMAR_EPOCH_START", "unsigned 32-bit integer", "0",

@@ -80,7 +80,8 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   int local_ranks = 0;
   for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[comm.rank].host_hash;
   unsigned cores = std::thread::hardware_concurrency();
-  b->spin_limit_ = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
+  const int64_t spin = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
+  b->spin_limit_ = static_cast<int>(envInt("SYMMAR_HOST_SPIN", spin, 0, 1 << 30));
 
   if (!local) {
     SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
