@@ -1,7 +1,8 @@
 // moe_decode: a tensor-parallel MoE decode loop that shows what each allreduce algorithm buys end
 // to end. Every algorithm runs the same steps on the same weights, side by side in one run:
 // tokens/s, step time, the share of the step spent in allreduce, and agreement of the final
-// hidden states across algorithms and ranks.
+// hidden states across algorithms and ranks. Host ranks by default (fp32 OpenBLAS); with
+// --device gpu|auto and a GPU comm, the GPU variant (bf16 cuBLAS, each step one CUDA graph).
 //   mpirun -np 2 moe_decode --preset tiny
 //   moe_decode --local-world 2 --preset qwen3-30b-a3b --layers 2 --experts 16
 #include <cblas.h>
@@ -18,27 +19,89 @@
 #include <vector>
 
 #include "moe_model.h"
+#include "moe_run.h"
 #include "perf_cli.h"
 
 extern "C" void openblas_set_num_threads(int);
 
+namespace moe {
+
+std::vector<float> initialHidden(const Args& args) {
+  std::vector<float> initial(static_cast<size_t>(args.tokens()) * args.preset.hidden);
+  std::mt19937 rng(99);  // the same tokens on every rank
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& x : initial) x = d(rng);
+  return initial;
+}
+
+double relDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+long ranksDisagreeing(perf::Group& group, const std::vector<float>& hidden) {
+  double checksum = 0;
+  for (size_t i = 0; i < hidden.size(); ++i) checksum += hidden[i] * static_cast<double>((i % 97) + 1);
+  auto sums = group.gather(checksum);
+  long disagree = 0;
+  for (double c : sums) disagree += c != sums[0];
+  return disagree;
+}
+
+int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSummary& s) {
+  const int tokens = args.tokens(), h = args.preset.hidden;
+  bool agree = s.disagree == 0;
+  for (const AlgoResult& r : s.results) agree = agree && r.max_rel_diff <= s.tolerance;
+  if (group.rank() == 0) {
+    char desc[1024] = "";
+    symmarCommDescribe(comm, desc, sizeof(desc));
+    printf("# moe_decode: preset %s (hidden %d, %d experts, top-%d, expert intermediate %d, %d layers), %d ranks\n",
+           args.preset.name.c_str(), h, args.preset.experts, args.preset.top_k, args.preset.expert_inter,
+           args.preset.layers, group.size());
+    printf("# %d tokens per step (batch %d x %d), weights %.1f MiB per rank, allreduce %zu bytes x %d per step\n", tokens,
+           args.batch, args.spec_tokens + 1, s.weight_bytes / 1048576.0,
+           static_cast<size_t>(tokens) * h * s.allreduce_elem_bytes, 2 * args.preset.layers);
+    printf("# %s\n", desc);
+    printf("# %-10s %12s %10s %10s %13s\n", "algo", "tokens/s", "step(ms)", "ar share", "max_rel_diff");
+    for (const AlgoResult& r : s.results) {
+      printf("  %-10s %12.1f %10.3f %9.1f%% %13.2e\n", symmarAlgoName(r.algo), r.tokens_per_s, r.step_ms,
+             100 * r.allreduce_share, r.max_rel_diff);
+    }
+    printf("# ranks agree: %s; algorithms agree within %.0e: %s\n", s.disagree == 0 ? "yes" : "NO", s.tolerance,
+           agree ? "yes" : "NO");
+    if (!args.json.empty()) {
+      std::ofstream out(args.json);
+      out << "{\"preset\": \"" << args.preset.name << "\", \"world\": " << group.size() << ", \"backend\": \""
+          << s.backend << "\", \"tokens_per_step\": " << tokens << ", \"results\": [";
+      for (size_t i = 0; i < s.results.size(); ++i) {
+        const AlgoResult& r = s.results[i];
+        out << (i ? ", " : "") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"tokens_per_s\": " << r.tokens_per_s
+            << ", \"step_ms\": " << r.step_ms << ", \"allreduce_share\": " << r.allreduce_share
+            << ", \"max_rel_diff\": " << r.max_rel_diff << "}";
+      }
+      out << "]}\n";
+    }
+    fflush(stdout);
+  }
+  return agree ? 0 : 1;
+}
+
+#ifndef MOE_DECODE_WITH_CUDA
+int runGpu(const Args&, perf::Group& group, symmarComm_t, int) {
+  if (group.rank() == 0) fprintf(stderr, "moe_decode was built without CUDA: the GPU variant is not available\n");
+  return 1;
+}
+bool gpuPresent(std::string* why) {
+  *why = "moe_decode was built without CUDA";
+  return false;
+}
+#endif
+
 namespace {
-
-struct Args {
-  moe::Preset preset;
-  int batch = 4;
-  int spec_tokens = 0;
-  int steps = 5;
-  int warmup = 1;
-  std::vector<symmarAlgo_t> algos;  // empty: every algorithm available here
-  std::string json;
-  double tolerance = 1e-3;
-};
-
-struct AlgoResult {
-  symmarAlgo_t algo;
-  double tokens_per_s, step_ms, allreduce_share, max_rel_diff;
-};
 
 bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
   std::string preset = "tiny";
@@ -74,31 +137,19 @@ bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
     }
   }
   if (argc % 2 == 0) return false;  // a flag without its value
-  if (!moe::findPreset(preset, &a->preset)) return false;
+  if (launch->device != "cpu" && launch->device != "gpu" && launch->device != "auto") return false;
+  if (!findPreset(preset, &a->preset)) return false;
   if (layers > 0) a->preset.layers = layers;
   if (experts > 0) a->preset.experts = experts;
   a->preset.top_k = std::min(a->preset.top_k, a->preset.experts);
   return a->batch > 0 && a->spec_tokens >= 0 && a->steps > 0 && a->warmup >= 0;
 }
 
-// Max |a-b| over max |b|: how far a run's final hidden states are from the reference run's.
-double relDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
-int run(const Args& args, perf::Group& group, symmarComm_t comm) {
-  const int tokens = args.batch * (args.spec_tokens + 1);
-  const int h = args.preset.hidden;
-  moe::Model model(args.preset, group.rank(), group.size(), 1234u);
-  std::vector<float> initial(static_cast<size_t>(tokens) * h);
-  std::mt19937 rng(99);  // the same tokens on every rank
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (float& x : initial) x = d(rng);
+// The host variant: fp32 OpenBLAS on CPU ranks, allreduce on host buffers.
+int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
+  const int tokens = args.tokens();
+  Model model(args.preset, group.rank(), group.size(), 1234u);
+  const std::vector<float> initial = initialHidden(args);
 
   std::vector<symmarAlgo_t> algos = args.algos;
   if (algos.empty()) {  // every algorithm this comm can serve (the probe is collective)
@@ -110,10 +161,9 @@ int run(const Args& args, perf::Group& group, symmarComm_t comm) {
       if (group.sumOf(r == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
   }
-  std::vector<AlgoResult> results;
+  RunSummary summary{"host", model.weightBytes(), sizeof(float), args.tolerance >= 0 ? args.tolerance : 1e-3, {}, 0};
   std::vector<float> reference;
   bool ok = true;
-  long disagree = 0;
   for (symmarAlgo_t algo : algos) {
     double ar_seconds = 0;
     auto allreduce = [&](float* data, size_t count) {
@@ -135,68 +185,41 @@ int run(const Args& args, perf::Group& group, symmarComm_t comm) {
     }
     if (group.sumOf(ok ? 0 : 1) != 0) return 1;
     // Agreement across ranks: every rank's final state against rank 0's, through a checksum gather.
-    double checksum = 0;
-    for (size_t i = 0; i < hidden.size(); ++i) checksum += hidden[i] * static_cast<double>((i % 97) + 1);
-    auto sums = group.gather(checksum);
-    for (double c : sums) disagree += c != sums[0];
+    summary.disagree += ranksDisagreeing(group, hidden);
     if (reference.empty()) reference = hidden;
     const double step = group.maxOf(step_seconds / args.steps);
     const double share = group.maxOf(ar_seconds / args.steps) / step;
-    results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden, reference))});
+    summary.results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden, reference))});
   }
-  bool agree = disagree == 0;
-  for (const AlgoResult& r : results) agree = agree && r.max_rel_diff <= args.tolerance;
-  if (group.rank() == 0) {
-    char desc[1024] = "";
-    symmarCommDescribe(comm, desc, sizeof(desc));
-    printf("# moe_decode: preset %s (hidden %d, %d experts, top-%d, expert intermediate %d, %d layers), %d ranks\n",
-           args.preset.name.c_str(), h, args.preset.experts, args.preset.top_k, args.preset.expert_inter,
-           args.preset.layers, group.size());
-    printf("# %d tokens per step (batch %d x %d), weights %.1f MiB per rank, allreduce %zu bytes x %d per step\n", tokens,
-           args.batch, args.spec_tokens + 1, model.weightBytes() / 1048576.0, static_cast<size_t>(tokens) * h * 4,
-           2 * args.preset.layers);
-    printf("# %s\n", desc);
-    printf("# %-10s %12s %10s %10s %13s\n", "algo", "tokens/s", "step(ms)", "ar share", "max_rel_diff");
-    for (const AlgoResult& r : results) {
-      printf("  %-10s %12.1f %10.3f %9.1f%% %13.2e\n", symmarAlgoName(r.algo), r.tokens_per_s, r.step_ms,
-             100 * r.allreduce_share, r.max_rel_diff);
-    }
-    printf("# ranks agree: %s; algorithms agree within %.0e: %s\n", disagree == 0 ? "yes" : "NO", args.tolerance,
-           agree ? "yes" : "NO");
-    if (!args.json.empty()) {
-      std::ofstream out(args.json);
-      out << "{\"preset\": \"" << args.preset.name << "\", \"world\": " << group.size()
-          << ", \"backend\": \"host\", \"tokens_per_step\": " << tokens << ", \"results\": [";
-      for (size_t i = 0; i < results.size(); ++i) {
-        const AlgoResult& r = results[i];
-        out << (i ? ", " : "") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"tokens_per_s\": " << r.tokens_per_s
-            << ", \"step_ms\": " << r.step_ms << ", \"allreduce_share\": " << r.allreduce_share
-            << ", \"max_rel_diff\": " << r.max_rel_diff << "}";
-      }
-      out << "]}\n";
-    }
-    fflush(stdout);
-  }
-  return agree ? 0 : 1;
+  return report(args, group, comm, summary);
 }
 
 }  // namespace
+}  // namespace moe
 
 int main(int argc, char** argv) {
   perf::startLauncher(&argc, &argv);
   openblas_set_num_threads(1);  // one core per rank: ranks share the machine
-  Args args;
+  moe::Args args;
   perf::Options launch;
   launch.device = "cpu";
-  if (!parse(argc, argv, &args, &launch)) {
+  if (!moe::parse(argc, argv, &args, &launch)) {
     fprintf(stderr,
             "usage: moe_decode [--preset %s] [--layers N] [--experts N] [--batch N] [--spec-tokens K]\n"
             "                  [--steps N] [--warmup N] [--algos LIST] [--json FILE] [--tolerance X]\n"
-            "                  [--local-world N]   (or under mpirun: one rank per process)\n",
+            "                  [--device cpu|gpu|auto] [--local-world N]   (or under mpirun: one rank per process)\n"
+            "  --device cpu (default): host ranks, fp32 OpenBLAS; gpu|auto: bf16 cuBLAS in CUDA graphs on a GPU comm\n",
             moe::presetNames());
     return 2;
   }
-  return perf::launch(launch, [&](perf::Group& group, symmarComm_t comm, int, const char*) {
-    return run(args, group, comm);
+  std::string why;  // (under mpirun the comm's creation reports a missing GPU instead)
+  const bool under_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+  if (launch.device == "gpu" && !under_mpi && !moe::gpuPresent(&why)) {
+    fprintf(stderr, "moe_decode: --device gpu: no usable GPU: %s\n", why.c_str());
+    return 77;  // ctest's skip code for the GPU test
+  }
+  return perf::launch(launch, [&](perf::Group& group, symmarComm_t comm, int gpu_device, const char*) {
+    if (gpu_device >= 0) return moe::runGpu(args, group, comm, gpu_device);
+    return moe::runHost(args, group, comm);
   });
 }

@@ -9,11 +9,13 @@ using namespace symmar;
 
 namespace {
 
-symmarResult_t checkRequest(size_t count, symmarDataType_t dtype, symmarRedOp_t op, const char* fn) {
-  if (!validDtype(dtype)) return fail(symmarInvalidArgument, "%s: invalid dtype %d", fn, static_cast<int>(dtype));
-  if (!validOp(op)) return fail(symmarInvalidArgument, "%s: invalid op %d", fn, static_cast<int>(op));
-  if (count > SIZE_MAX / symmarTypeSize(dtype)) {
-    return fail(symmarInvalidArgument, "%s: count %zu of %s overflows the byte size", fn, count, dtypeName(dtype));
+// Takes the raw ints of the caller's enums (see rawEnum).
+symmarResult_t checkRequest(size_t count, int dtype, int op, const char* fn) {
+  if (!validDtype(dtype)) return fail(symmarInvalidArgument, "%s: invalid dtype %d", fn, dtype);
+  if (!validOp(op)) return fail(symmarInvalidArgument, "%s: invalid op %d", fn, op);
+  const auto dt = static_cast<symmarDataType_t>(dtype);
+  if (count > SIZE_MAX / symmarTypeSize(dt)) {
+    return fail(symmarInvalidArgument, "%s: count %zu of %s overflows the byte size", fn, count, dtypeName(dt));
   }
   return symmarSuccess;
 }
@@ -39,8 +41,6 @@ symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, sy
 symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                          symmarAlgo_t algo, symmarComm* comm, void* stream, const char* fn) {
   SYMMAR_CHECK(checkComm(comm));
-  SYMMAR_CHECK(checkRequest(count, dtype, op, fn));
-  if (!validAlgo(algo)) return fail(symmarInvalidArgument, "%s: invalid algorithm %d", fn, static_cast<int>(algo));
   if (count == 0) return symmarSuccess;
   SYMMAR_CHECK(checkBuffers(send, recv, count, dtype, fn));
   if (algo == symmarAlgoAuto) {
@@ -66,6 +66,7 @@ extern "C" {
 symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                symmarRedOp_t op, symmarComm_t comm, void* stream) {
   return guarded(comm, [&] {
+    SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarAllReduce"));
     return allReduce(sendbuf, recvbuf, count, dtype, op, symmarAlgoAuto, comm, stream, "symmarAllReduce");
   });
 }
@@ -73,6 +74,10 @@ symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count,
 symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream) {
   return guarded(comm, [&] {
+    SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarAllReduceAlgo"));
+    if (!validAlgo(rawEnum(algo))) {
+      return fail(symmarInvalidArgument, "symmarAllReduceAlgo: invalid algorithm %d", rawEnum(algo));
+    }
     return allReduce(sendbuf, recvbuf, count, dtype, op, algo, comm, stream, "symmarAllReduceAlgo");
   });
 }
@@ -82,7 +87,7 @@ symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t 
   return guarded(comm, [&] {
     SYMMAR_CHECK(checkComm(comm));
     if (!algo) return fail(symmarInvalidArgument, "symmarCommPlan: algo is NULL");
-    SYMMAR_CHECK(checkRequest(count, dtype, op, "symmarCommPlan"));
+    SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarCommPlan"));
     *algo = commPlan(comm, count, dtype, op);
     if (*algo == symmarAlgoAuto) return fail(symmarUnsupported, "symmarCommPlan: no algorithm can serve this request");
     return symmarSuccess;

@@ -8,7 +8,7 @@ using namespace symmar;
 extern "C" {
 
 const char* symmarGetErrorString(symmarResult_t result) {
-  switch (result) {
+  switch (rawEnum(result)) {
     case symmarSuccess: return "symmarSuccess";
     case symmarInvalidArgument: return "symmarInvalidArgument";
     case symmarInvalidUsage: return "symmarInvalidUsage";
@@ -40,11 +40,12 @@ symmarResult_t symmarGetVersion(int* version) {
 
 const char* symmarAlgoName(symmarAlgo_t algo) {
   static const char* const kNames[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi"};
-  return validAlgo(algo) ? kNames[algo] : "unknown";
+  const int a = rawEnum(algo);
+  return validAlgo(a) ? kNames[a] : "unknown";
 }
 
 size_t symmarTypeSize(symmarDataType_t dtype) {
-  switch (dtype) {
+  switch (rawEnum(dtype)) {
     case symmarFloat32: return 4;
     case symmarFloat16: return 2;
     case symmarBfloat16: return 2;
@@ -58,11 +59,11 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
                           symmarAlgo_t* algo) {
   return guarded(nullptr, [&] {
     if (!topo || !algo) return fail(symmarInvalidArgument, "symmarPlan: topo and algo must not be NULL");
-    if (!validDtype(dtype)) return fail(symmarInvalidArgument, "symmarPlan: invalid dtype %d", static_cast<int>(dtype));
-    if (!validOp(op)) return fail(symmarInvalidArgument, "symmarPlan: invalid op %d", static_cast<int>(op));
+    if (!validDtype(rawEnum(dtype))) return fail(symmarInvalidArgument, "symmarPlan: invalid dtype %d", rawEnum(dtype));
+    if (!validOp(rawEnum(op))) return fail(symmarInvalidArgument, "symmarPlan: invalid op %d", rawEnum(op));
     if (topo->world_size < 1) return fail(symmarInvalidArgument, "symmarPlan: world_size %d < 1", topo->world_size);
-    if (topo->link < symmarLinkUnknown || topo->link > symmarLinkHostMemory) {
-      return fail(symmarInvalidArgument, "symmarPlan: invalid link %d", static_cast<int>(topo->link));
+    if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) > symmarLinkHostMemory) {
+      return fail(symmarInvalidArgument, "symmarPlan: invalid link %d", rawEnum(topo->link));
     }
     if (topo->cc_major < 0 || topo->cc_minor < 0 || topo->cc_minor > 9) {
       return fail(symmarInvalidArgument, "symmarPlan: invalid compute capability %d.%d", topo->cc_major,

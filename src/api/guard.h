@@ -1,6 +1,7 @@
 // Wraps every C entry point: no exception crosses the ABI, and a failure's detail text lands in
 // the comm's last error (and the thread's, for calls without a comm).
 #pragma once
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -11,6 +12,16 @@
 namespace symmar {
 
 constexpr uint64_t kCommMagic = 0x73796d6d6172636full;
+
+/// A C enum argument as the int the caller passed. C callers may pass any int; loading an
+/// out-of-range value as a C++ enum would be undefined, so validation reads the raw bits.
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized on supported ABIs");
+  int v;
+  memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 template <typename F>
 symmarResult_t guarded(symmarComm* comm, F&& body) {

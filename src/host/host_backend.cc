@@ -237,11 +237,20 @@ symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {
 symmarResult_t HostBackend::memFree(void* ptr) {
   char* p = static_cast<char*>(ptr);
   char* base = heap_ ? heap_->userBase(rank_) : nullptr;
-  if (!heap_ || p < base || static_cast<size_t>(p - base) >= arena_.capacity() ||
-      !arena_.release(static_cast<size_t>(p - base))) {
-    return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
+  const bool mine = heap_ && p >= base && static_cast<size_t>(p - base) < arena_.capacity() &&
+                    arena_.release(static_cast<size_t>(p - base));
+  if (!heap_) return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc", ptr);
+  // Collective even when this rank's pointer is bad, so no peer waits for it until its timeout.
+  std::vector<uint64_t> all(world_);
+  all[rank_] = mine ? static_cast<uint64_t>(p - base) : UINT64_MAX;
+  SYMMAR_CHECK(comm_.bootstrap->allGather(all.data(), sizeof(uint64_t)));
+  if (!mine) return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
+  for (int r = 0; r < world_; ++r) {
+    if (all[r] != all[rank_]) {
+      return fail(symmarInvalidUsage, "symmarMemFree: rank %d freed a different buffer than rank %d", r, rank_);
+    }
   }
-  return comm_.bootstrap->barrier();
+  return symmarSuccess;
 }
 
 }  // namespace symmar
