@@ -58,38 +58,22 @@ symmarResult_t describeSelf(int device, RankInfo* info) {
 
 }  // namespace
 
-symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out) {
-  Bootstrap& bs = *comm.bootstrap;
-  const int world = comm.nranks;
-  const int rank = comm.rank;
-  RankInfo self;
-  SYMMAR_CHECK(describeSelf(device, &self));
-  // First round: identities, so every rank can classify its links to the others.
-  SYMMAR_CHECK(gatherAll(bs, self, &out->ranks));
-  int32_t worst = kLinkNotSeen;
-  out->all_local = true;
-  out->ranks_on_my_device = 0;
-  for (int r = 0; r < world; ++r) {
-    const RankInfo& peer = out->ranks[static_cast<size_t>(r)];
-    out->all_local = out->all_local && peer.host_hash == self.host_hash;
-    if (std::memcmp(peer.uuid, self.uuid, sizeof(self.uuid)) == 0) ++out->ranks_on_my_device;
-    if (r == rank || peer.host_hash != self.host_hash) continue;
-    PeerLink l = linkTo(device, self, peer);
-    if (l != kLinkNotSeen) worst = worst == kLinkNotSeen ? l : std::min<int32_t>(worst, l);
-  }
-  // Second round: every rank's worst link, so all ranks derive the same comm-wide answer.
-  std::vector<int32_t> worst_all;
-  SYMMAR_CHECK(gatherAll(bs, worst, &worst_all));
+void classifyTopology(int rank, Topology* out) {
+  const int world = static_cast<int>(out->ranks.size());
+  const RankInfo& self = out->ranks[static_cast<size_t>(rank)];
   int32_t link = kLinkNotSeen;
   bool multicast_all = true;
+  out->all_local = true;
   out->devices_repeat = false;
+  out->ranks_on_my_device = 0;
   for (int r = 0; r < world; ++r) {
-    out->ranks[static_cast<size_t>(r)].worst_link = worst_all[static_cast<size_t>(r)];
-    int32_t w = worst_all[static_cast<size_t>(r)];
-    if (w != kLinkNotSeen) link = link == kLinkNotSeen ? w : std::min(link, w);
-    multicast_all = multicast_all && out->ranks[static_cast<size_t>(r)].multicast;
+    const RankInfo& info = out->ranks[static_cast<size_t>(r)];
+    out->all_local = out->all_local && info.host_hash == self.host_hash;
+    if (std::memcmp(info.uuid, self.uuid, sizeof(self.uuid)) == 0) ++out->ranks_on_my_device;
+    if (info.worst_link != kLinkNotSeen) link = link == kLinkNotSeen ? info.worst_link : std::min(link, info.worst_link);
+    multicast_all = multicast_all && info.multicast;
     for (int q = 0; q < r; ++q) {
-      if (std::memcmp(out->ranks[static_cast<size_t>(q)].uuid, out->ranks[static_cast<size_t>(r)].uuid, 16) == 0) {
+      if (std::memcmp(out->ranks[static_cast<size_t>(q)].uuid, info.uuid, sizeof(info.uuid)) == 0) {
         out->devices_repeat = true;
       }
     }
@@ -122,6 +106,29 @@ symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out) {
     // Direct NVLink, or several ranks on one GPU (local memory: the fastest "link" there is).
     t.link = symmarLinkNvLink;
   }
+}
+
+symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out) {
+  Bootstrap& bs = *comm.bootstrap;
+  const int world = comm.nranks;
+  const int rank = comm.rank;
+  RankInfo self;
+  SYMMAR_CHECK(describeSelf(device, &self));
+  // First round: identities, so every rank can classify its links to the others.
+  SYMMAR_CHECK(gatherAll(bs, self, &out->ranks));
+  int32_t worst = kLinkNotSeen;
+  for (int r = 0; r < world; ++r) {
+    const RankInfo& peer = out->ranks[static_cast<size_t>(r)];
+    if (r == rank || peer.host_hash != self.host_hash) continue;
+    PeerLink l = linkTo(device, self, peer);
+    if (l != kLinkNotSeen) worst = worst == kLinkNotSeen ? l : std::min<int32_t>(worst, l);
+  }
+  // Second round: every rank's worst link, so all ranks derive the same comm-wide answer.
+  std::vector<int32_t> worst_all;
+  SYMMAR_CHECK(gatherAll(bs, worst, &worst_all));
+  for (int r = 0; r < world; ++r) out->ranks[static_cast<size_t>(r)].worst_link = worst_all[static_cast<size_t>(r)];
+  classifyTopology(rank, out);
+  const symmarTopology_t& t = out->topo;
   SYMMAR_INFO(kSubsysGpu, "topology: sm%d%d link %d world %d multicast-capable %d ranks on my GPU %d", t.cc_major,
               t.cc_minor, static_cast<int>(t.link), world, t.multicast, out->ranks_on_my_device);
   return symmarSuccess;

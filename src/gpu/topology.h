@@ -32,6 +32,10 @@ struct Topology {
   int ranks_on_my_device = 1;
 };
 
+/// Pure: derives the comm-wide topology from every rank's record in out->ranks (worst_link filled
+/// in), as seen by `rank`. Every rank derives the same link, multicast and peer-access answer.
+void classifyTopology(int rank, Topology* out);
+
 /// Collective. Fills *out (and the symmarTopology_t the comm reports). Multicast here means every
 /// rank's device supports it and no GPU repeats; whether the object can really be built is decided
 /// later, when the heap binds it.
