@@ -8,4 +8,4 @@ ranks="${1:-2}"
 shift || true
 [ -x build/benchmarks/symmar_perf ] || bash scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-exec mpirun --timeout 300 -np "$ranks" build/benchmarks/symmar_perf -b 8 -e 64M -f 4 -n 20 -w 5 -c 1 -A auto,mpi "$@"
+exec mpirun --timeout 300 -np "$ranks" build/benchmarks/symmar_perf -b 4 -e 64M -f 4 -n 20 -w 5 -c 1 -A auto,mpi "$@"
