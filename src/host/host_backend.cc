@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -70,12 +71,29 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   comm.topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
   comm.topo.world_size = comm.nranks;
   comm.topo.multicast = 0;
-  if (comm.settings.staging_bytes == 0) {
-    comm.settings.staging_bytes = static_cast<size_t>(
-        envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
+  // Sizes that shape the segments and the chunking must be equal on every rank (a rank mapping a
+  // peer's segment with a larger size than the peer made would fault): take the smallest asked for.
+  struct Shape {
+    uint64_t staging, chunk, heap, epoch;
+  };
+  std::vector<Shape> shapes(comm.nranks);
+  Shape& mine = shapes[comm.rank];
+  mine.staging = comm.settings.staging_bytes
+                     ? comm.settings.staging_bytes
+                     : static_cast<uint64_t>(envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
+  mine.chunk = static_cast<uint64_t>(envInt("SYMMAR_HOST_CHUNK_BYTES", kDefaultHostChunk, 4096, int64_t(1) << 40));
+  mine.heap = static_cast<uint64_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t(1) << 44));
+  mine.epoch = static_cast<uint64_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
+  SYMMAR_CHECK(boot.allGather(shapes.data(), sizeof(Shape)));
+  Shape agreed = shapes[0];  // the epoch start comes from rank 0
+  for (const Shape& sh : shapes) {
+    agreed.staging = std::min(agreed.staging, sh.staging);
+    agreed.chunk = std::min(agreed.chunk, sh.chunk);
+    agreed.heap = std::min(agreed.heap, sh.heap);
   }
-  b->chunk_cap_ = static_cast<size_t>(envInt("SYMMAR_HOST_CHUNK_BYTES", kDefaultHostChunk, 4096, int64_t(1) << 40));
-  b->epoch_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
+  comm.settings.staging_bytes = static_cast<size_t>(agreed.staging);
+  b->chunk_cap_ = static_cast<size_t>(agreed.chunk);
+  b->epoch_ = static_cast<uint32_t>(agreed.epoch);
   b->srcs_.resize(comm.nranks);
   int local_ranks = 0;
   for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[comm.rank].host_hash;
@@ -86,7 +104,7 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   if (!local) {
     SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
   } else {
-    size_t heap_bytes = static_cast<size_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t(1) << 44));
+    const size_t heap_bytes = static_cast<size_t>(agreed.heap);
     b->heap_ = std::make_unique<ShmHeap>();
     SYMMAR_CHECK(b->heap_->create(boot, nonces[0], comm.settings.staging_bytes, heap_bytes, b->epoch_,
                                   comm.settings.timeout_ms));

@@ -161,3 +161,22 @@ TEST(HostAllReduce, MismatchedCallsAreReportedOnEveryRank) {
     symmarCommDestroy(comms[r]);
   }
 }
+
+TEST(HostAllReduce, RanksAskingForDifferentStagingSizesAgree) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto errors = mp::runThreads(2, [&](int rank) {
+    symmarConfig_t cfg = testConfig();
+    cfg.staging_bytes = rank == 0 ? (64 << 10) : (1 << 20);  // the comm uses the smaller one
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) return 1;
+    int bad = 0;
+    uint64_t digest;
+    for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+      bad += mp::runCase(comm, rank, 2, {symmarFloat32, symmarSum, 300001, false, algo, false}, &digest);
+    }
+    return bad + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  EXPECT_EQ(errors[0], 0);
+  EXPECT_EQ(errors[1], 0);
+}
