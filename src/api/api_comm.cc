@@ -43,6 +43,22 @@ symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) 
   return symmarSuccess;
 }
 
+/// What decides this comm's plans: its table row and the environment overrides.
+uint64_t planFingerprint(const TableRow& row, const PlanEnv& env) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(row.arch));
+  mix(static_cast<uint64_t>(row.link));
+  mix(static_cast<uint64_t>(row.world));
+  for (int i = 0; i < row.num_entries; ++i) {
+    mix(static_cast<uint64_t>(row.entries[i].algo));
+    mix(row.entries[i].max_bytes);
+  }
+  mix(static_cast<uint64_t>(env.forced));
+  mix(env.disabled);
+  return h;
+}
+
 /// Everything that needs no peer: settings and tables. Failing here costs the peers nothing but
 /// their bounded wait.
 symmarResult_t prepareComm(int nranks, int rank, const symmarConfig_t* config, std::unique_ptr<symmarComm>* out) {
@@ -82,6 +98,17 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   // The row never changes for a comm: (arch, link, world) are fixed, so resolve it once here.
   comm->row = comm->tables.resolve(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->nranks);
   noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
+  // Every rank must plan alike (same row, same SYMMAR_ALGO/SYMMAR_DISABLE), or auto would run
+  // different algorithms on different ranks.
+  std::vector<uint64_t> plans(comm->nranks, 0);
+  plans[comm->rank] = planFingerprint(*comm->row, planEnv());
+  SYMMAR_CHECK(comm->bootstrap->allGather(plans.data(), sizeof(uint64_t)));
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (plans[r] != plans[comm->rank]) {
+      return fail(symmarInvalidUsage, "rank %d plans differently from rank %d (different table file or SYMMAR_ALGO / "
+                  "SYMMAR_DISABLE): every rank must use the same tables and settings", r, comm->rank);
+    }
+  }
   SYMMAR_INFO(kSubsysInit, "comm rank %d/%d on %s: link %s, cc %d.%d, multicast %d, row %s (%s)", comm->rank,
               comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,
               comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row->arch).c_str(),
