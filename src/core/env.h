@@ -1,5 +1,5 @@
 // The registry of every SYMMAR_* environment variable. Code reads variables only through it, so the
-// documentation (docs/environment.md, symmar_perf --env) and the behaviour cannot drift apart.
+// documentation (the table in docs/integration.md) and the behaviour cannot drift apart.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The compiled-in size tables. Each spec covers one (arch, link) over a range of world sizes and
 // names the public measurement or table its numbers come from; symmar_tune output replaces them.
-// docs/tables.md renders the same data (symmar_perf --print-tables regenerates it).
+// docs/tables.md renders the same data (regenerate it with build/tools/symmar_tables).
 #include "plan/table.h"
 
 namespace symmar {

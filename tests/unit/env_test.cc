@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -111,4 +112,16 @@ TEST(Log, BadLevelIsIgnoredNotFatal) {
   EXPECT_FALSE(logEnabled(LogLevel::kInfo, kSubsysAll));
   unsetenv("SYMMAR_DEBUG");
   reloadLogConfig();
+}
+
+TEST(Env, IntegrationGuideListsEveryVariable) {
+  std::ifstream doc(SYMMAR_SOURCE_DIR "/docs/integration.md");
+  ASSERT_TRUE(doc.good());
+  std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  size_t n = 0;
+  const EnvVarInfo* vars = envRegistry(&n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_NE(text.find(std::string("`") + vars[i].name + "`"), std::string::npos)
+        << vars[i].name << " is registered but missing from docs/integration.md";
+  }
 }
