@@ -204,5 +204,27 @@ __device__ __forceinline__ void reduceRange(const typename T::Bits* const* src, 
   }
 }
 
+/// The instance of an allreduce kernel for (dtype, op): K<T, Op>::entry() names it (or returns
+/// nullptr for a combination it does not serve). i32 and f64 have no kernels: the fallback serves them.
+template <template <typename, int> class K, typename T>
+const void* kernelForOp(symmarRedOp_t op) {
+  switch (op) {
+    case symmarSum: return K<T, symmarSum>::entry();
+    case symmarMax: return K<T, symmarMax>::entry();
+    case symmarMin: return K<T, symmarMin>::entry();
+    default: return nullptr;
+  }
+}
+
+template <template <typename, int> class K>
+const void* kernelFor(symmarDataType_t dtype, symmarRedOp_t op) {
+  switch (dtype) {
+    case symmarFloat32: return kernelForOp<K, F32>(op);
+    case symmarFloat16: return kernelForOp<K, F16>(op);
+    case symmarBfloat16: return kernelForOp<K, BF16>(op);
+    default: return nullptr;
+  }
+}
+
 }  // namespace gpu
 }  // namespace symmar

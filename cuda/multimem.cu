@@ -67,27 +67,21 @@ __global__ void __launch_bounds__(kThreads) multimemAllReduce(KernelArgs a) {
 #endif
 }
 
-template <typename T>
-const void* pick(symmarRedOp_t op) {
-  switch (op) {
-    case symmarSum: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarSum>);
-    case symmarMax: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarMax>);
-    case symmarMin: return reinterpret_cast<const void*>(&multimemAllReduce<T, symmarMin>);
-    default: return nullptr;
+template <typename T, int Op>
+struct Multimem {
+  static const void* entry() {
+    // f32 has only a sum through the switch (no f32 max/min multimem reduction).
+    if constexpr (std::is_same<T, F32>::value && Op != symmarSum) {
+      return nullptr;
+    } else {
+      return reinterpret_cast<const void*>(&multimemAllReduce<T, Op>);
+    }
   }
-}
+};
 
 }  // namespace
 
-const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op) {
-  switch (dtype) {
-    // f32 has only a sum through the switch (no f32 max/min multimem reduction).
-    case symmarFloat32: return op == symmarSum ? reinterpret_cast<const void*>(&multimemAllReduce<F32, symmarSum>) : nullptr;
-    case symmarFloat16: return pick<F16>(op);
-    case symmarBfloat16: return pick<BF16>(op);
-    default: return nullptr;
-  }
-}
+const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op) { return kernelFor<Multimem>(dtype, op); }
 
 }  // namespace gpu
 }  // namespace symmar

@@ -38,26 +38,14 @@ __global__ void __launch_bounds__(kThreads) oneShotAllReduce(KernelArgs a) {
   blockEnd(a, &sh, epoch, peers_read_user);
 }
 
-template <typename T>
-const void* pick(symmarRedOp_t op) {
-  switch (op) {
-    case symmarSum: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarSum>);
-    case symmarMax: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarMax>);
-    case symmarMin: return reinterpret_cast<const void*>(&oneShotAllReduce<T, symmarMin>);
-    default: return nullptr;
-  }
-}
+template <typename T, int Op>
+struct OneShot {
+  static const void* entry() { return reinterpret_cast<const void*>(&oneShotAllReduce<T, Op>); }
+};
 
 }  // namespace
 
-const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op) {
-  switch (dtype) {
-    case symmarFloat32: return pick<F32>(op);
-    case symmarFloat16: return pick<F16>(op);
-    case symmarBfloat16: return pick<BF16>(op);
-    default: return nullptr;
-  }
-}
+const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op) { return kernelFor<OneShot>(dtype, op); }
 
 }  // namespace gpu
 }  // namespace symmar

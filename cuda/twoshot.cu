@@ -50,26 +50,14 @@ __global__ void __launch_bounds__(kThreads) twoShotAllReduce(KernelArgs a) {
   blockEnd(a, &sh, epoch, false);
 }
 
-template <typename T>
-const void* pick(symmarRedOp_t op) {
-  switch (op) {
-    case symmarSum: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarSum>);
-    case symmarMax: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarMax>);
-    case symmarMin: return reinterpret_cast<const void*>(&twoShotAllReduce<T, symmarMin>);
-    default: return nullptr;
-  }
-}
+template <typename T, int Op>
+struct TwoShot {
+  static const void* entry() { return reinterpret_cast<const void*>(&twoShotAllReduce<T, Op>); }
+};
 
 }  // namespace
 
-const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op) {
-  switch (dtype) {
-    case symmarFloat32: return pick<F32>(op);
-    case symmarFloat16: return pick<F16>(op);
-    case symmarBfloat16: return pick<BF16>(op);
-    default: return nullptr;
-  }
-}
+const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op) { return kernelFor<TwoShot>(dtype, op); }
 
 }  // namespace gpu
 }  // namespace symmar
