@@ -1,6 +1,7 @@
 // Comm lifecycle: settings, bootstrap, backend selection, destroy.
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,7 +114,7 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
               comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,
               comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row->arch).c_str(),
               comm->row->source.c_str());
-  comm->magic = kCommMagic;
+  comm->magic.store(kCommMagic);
   *out = comm.release();
   return symmarSuccess;
 }
@@ -141,9 +142,42 @@ std::string describeComm(const symmarComm& comm) {
 
 }  // namespace
 
+CommUse::CommUse(symmarComm* comm) {
+  if (!comm) {
+    result_ = fail(symmarInvalidArgument, "comm is NULL");
+    return;
+  }
+  comm->users.fetch_add(1);
+  if (comm->magic.load() != kCommMagic) {
+    comm->users.fetch_sub(1);
+    result_ = fail(symmarInvalidUsage, "comm is not a live communicator (destroyed, or being destroyed by another thread)");
+    return;
+  }
+  comm_ = comm;
+}
+
+namespace {
+
+/// Destroyed comms stay allocated (emptied) for the next kTombstones destroys, so a stale handle
+/// gets symmarInvalidUsage instead of touching freed memory. Older ones are freed.
+constexpr size_t kTombstones = 1024;
+std::mutex g_tombstones_mutex;
+std::deque<std::unique_ptr<symmarComm>> g_tombstones;
+
+void bury(symmarComm* comm) {
+  comm->backend.reset();
+  comm->bootstrap.reset();
+  comm->tables = Tables();
+  comm->row = nullptr;
+  std::lock_guard<std::mutex> lock(g_tombstones_mutex);
+  g_tombstones.emplace_back(comm);
+  if (g_tombstones.size() > kTombstones) g_tombstones.pop_front();
+}
+
+}  // namespace
+
 symmarResult_t checkComm(symmarComm* comm) {
   if (!comm) return fail(symmarInvalidArgument, "comm is NULL");
-  if (comm->magic != kCommMagic) return fail(symmarInvalidUsage, "comm is not a live communicator (destroyed?)");
   int failed = comm->failed.load(std::memory_order_acquire);
   if (failed != symmarSuccess) {
     std::lock_guard<std::mutex> lock(comm->error_mutex);
@@ -235,18 +269,27 @@ symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* dev
 symmarResult_t symmarCommDestroy(symmarComm_t comm) {
   return guarded(nullptr, [&] {
     if (!comm) return fail(symmarInvalidArgument, "symmarCommDestroy: comm is NULL");
-    if (comm->magic != kCommMagic) return fail(symmarInvalidUsage, "symmarCommDestroy: not a live communicator");
-    comm->magic = 0;
+    uint64_t live = kCommMagic;
+    if (!comm->magic.compare_exchange_strong(live, 0)) {
+      return fail(symmarInvalidUsage, "symmarCommDestroy: not a live communicator (destroyed already?)");
+    }
+    if (comm->users.load() != 0) {
+      comm->magic.store(kCommMagic);
+      return fail(symmarInvalidUsage, "symmarCommDestroy: another thread is in a call on this comm; destroy must not "
+                  "race calls on the same comm");
+    }
     comm->backend.reset();
     if (comm->fallback_release) comm->fallback_release(comm->fallback_user);
-    delete comm;
+    comm->fallback_release = nullptr;
+    comm->fallback_fn = nullptr;
+    bury(comm);
     return symmarSuccess;
   });
 }
 
 symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error) {
-  return guarded(comm, [&] {
-    if (!comm || !async_error) return fail(symmarInvalidArgument, "symmarCommGetAsyncError: NULL argument");
+  return guardedComm(comm, [&] {
+    if (!async_error) return fail(symmarInvalidArgument, "symmarCommGetAsyncError: NULL argument");
     int failed = comm->failed.load();
     *async_error = failed != symmarSuccess ? static_cast<symmarResult_t>(failed) : comm->backend->asyncError();
     return symmarSuccess;
@@ -254,15 +297,15 @@ symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_
 }
 
 symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo) {
-  return guarded(comm, [&] {
-    if (!comm || !topo) return fail(symmarInvalidArgument, "symmarCommTopology: NULL argument");
+  return guardedComm(comm, [&] {
+    if (!topo) return fail(symmarInvalidArgument, "symmarCommTopology: NULL argument");
     *topo = comm->topo;
     return symmarSuccess;
   });
 }
 
 symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm) {
-  return guarded(comm, [&] {
+  return guardedComm(comm, [&] {
     SYMMAR_CHECK(checkComm(comm));
     if (!nccl_comm) return fail(symmarInvalidArgument, "symmarCommAdoptNccl: nccl_comm is NULL");
     symmarResult_t res = comm->backend->adoptNccl(nccl_comm);
@@ -275,7 +318,7 @@ symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm) {
 
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void*),
                                      void* user) {
-  return guarded(comm, [&] {
+  return guardedComm(comm, [&] {
     SYMMAR_CHECK(checkComm(comm));
     if (!fn) return fail(symmarInvalidArgument, "symmarCommSetFallback: fn is NULL");
     if (comm->settings.device >= 0) return fail(symmarInvalidUsage, "symmarCommSetFallback: a GPU comm uses NCCL");
@@ -288,8 +331,8 @@ symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceF
 }
 
 symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len) {
-  return guarded(comm, [&] {
-    if (!comm || !buf || len == 0) return fail(symmarInvalidArgument, "symmarCommDescribe: NULL argument or len 0");
+  return guardedComm(comm, [&] {
+    if (!buf || len == 0) return fail(symmarInvalidArgument, "symmarCommDescribe: NULL argument or len 0");
     std::string text = describeComm(*comm);
     snprintf(buf, len, "%s", text.c_str());
     return symmarSuccess;
@@ -297,16 +340,16 @@ symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len) {
 }
 
 symmarResult_t symmarCommRank(symmarComm_t comm, int* rank) {
-  return guarded(comm, [&] {
-    if (!comm || !rank) return fail(symmarInvalidArgument, "symmarCommRank: NULL argument");
+  return guardedComm(comm, [&] {
+    if (!rank) return fail(symmarInvalidArgument, "symmarCommRank: NULL argument");
     *rank = comm->rank;
     return symmarSuccess;
   });
 }
 
 symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks) {
-  return guarded(comm, [&] {
-    if (!comm || !nranks) return fail(symmarInvalidArgument, "symmarCommCount: NULL argument");
+  return guardedComm(comm, [&] {
+    if (!nranks) return fail(symmarInvalidArgument, "symmarCommCount: NULL argument");
     *nranks = comm->nranks;
     return symmarSuccess;
   });

@@ -43,7 +43,36 @@ symmarResult_t guarded(symmarComm* comm, F&& body) {
   return res;
 }
 
-/// Checks that comm is usable for a call: not NULL, and not failed by an earlier timeout or peer loss.
+/// Holds a comm for the length of one entry point: fails with symmarInvalidUsage when the comm is
+/// destroyed or being destroyed, and makes a concurrent symmarCommDestroy fail instead of freeing
+/// the comm under the call. (users is raised before magic is read; destroy clears magic before it
+/// reads users: with sequentially consistent atomics at least one side sees the other.)
+class CommUse {
+ public:
+  explicit CommUse(symmarComm* comm);
+  ~CommUse() {
+    if (comm_) comm_->users.fetch_sub(1, std::memory_order_release);
+  }
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
+  symmarResult_t result() const { return result_; }
+
+ private:
+  symmarComm* comm_ = nullptr;
+  symmarResult_t result_ = symmarSuccess;
+};
+
+/// guarded() for an entry point that takes a comm: the comm must be live for the whole call.
+template <typename F>
+symmarResult_t guardedComm(symmarComm* comm, F&& body) {
+  return guarded(comm, [&] {
+    CommUse use(comm);
+    SYMMAR_CHECK(use.result());
+    return body();
+  });
+}
+
+/// Checks that a live comm is usable for a collective: not failed by an earlier timeout or peer loss.
 symmarResult_t checkComm(symmarComm* comm);
 /// Records a timeout or peer failure: the comm stays failed.
 void noteFailure(symmarComm* comm, symmarResult_t res);

@@ -12,7 +12,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
+#include <memory>
+#include <set>
+#include <string>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -20,6 +22,8 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
+#include "bootstrap/tcp_root.h"
+#include "bootstrap/wire.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -27,39 +31,16 @@
 namespace symmar {
 namespace {
 
-constexpr uint32_t kIdMagic = 0x4d4d5953;  // "SYMM"
-constexpr uint16_t kIdVersion = 1;
+using wire::IdPayload;
 
-struct IdPayload {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t port;  // host order
-  uint32_t addr;  // network order
-  uint32_t reserved;
-  uint64_t nonce;
-  uint64_t checksum;
-};
-static_assert(sizeof(IdPayload) <= SYMMAR_UNIQUE_ID_BYTES, "id payload must fit");
-
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-  int32_t nranks;
-  uint32_t reserved;
-  uint64_t nonce;
-};
-
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-uint64_t idChecksum(const IdPayload& id) { return fnv1a(&id, offsetof(IdPayload, checksum)); }
-
+/// Listening sockets of ids made here and not yet used by a rank 0 here, oldest first. At most
+/// kMaxIdleIds stay open: beyond that the oldest is closed, and a rank 0 that later uses that id
+/// listens on its port again itself (as a rank 0 in another process always does).
+constexpr size_t kMaxIdleIds = 64;
 std::mutex g_listeners_mutex;
-std::map<uint64_t, int> g_listeners;  // nonce -> listening socket made by makeUniqueId
+std::vector<std::pair<uint64_t, int>> g_listeners;
+/// Nonces whose comm this process already formed as rank 0: an id is single-use.
+std::set<uint64_t> g_used_ids;
 
 symmarResult_t chooseAddress(in_addr* addr) {
   if (const char* text = envRaw("SYMMAR_SOCKET_ADDR")) {
@@ -98,23 +79,13 @@ symmarResult_t listenOn(in_addr addr, uint16_t port, int* fd_out, uint16_t* port
       getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     int err = errno;
     close(fd);
-    return fail(symmarSystemError, "bootstrap: cannot listen on %s:%u: %s", inet_ntoa(addr), port, strerror(err));
+    symmarResult_t res =
+        fail(symmarSystemError, "bootstrap: cannot listen on %s:%u: %s", inet_ntoa(addr), port, strerror(err));
+    errno = err;  // callers tell a port in use from other failures
+    return res;
   }
   *fd_out = fd;
   *port_out = ntohs(sa.sin_port);
-  return symmarSuccess;
-}
-
-symmarResult_t decodeId(const symmarUniqueId& raw, IdPayload* id) {
-  memcpy(id, raw.internal, sizeof(*id));
-  for (size_t i = sizeof(*id); i < SYMMAR_UNIQUE_ID_BYTES; ++i) {
-    if (raw.internal[i] != 0) return fail(symmarInvalidArgument, "unique id is corrupt (trailing bytes set)");
-  }
-  if (id->magic != kIdMagic || id->version != kIdVersion) {
-    return fail(symmarInvalidArgument, "unique id is not a symmar id (bad magic or version)");
-  }
-  if (id->checksum != idChecksum(*id)) return fail(symmarInvalidArgument, "unique id is corrupt (checksum mismatch)");
-  if (id->port == 0) return fail(symmarInvalidArgument, "unique id is corrupt (port 0)");
   return symmarSuccess;
 }
 
@@ -122,6 +93,7 @@ class TcpBootstrap : public Bootstrap {
  public:
   TcpBootstrap(int rank, int nranks, int timeout_ms) : Bootstrap(rank, nranks), timeout_ms_(timeout_ms) {}
   ~TcpBootstrap() override {
+    listener_.reset();  // stops refusing latecomers; the id's port is free again
     for (int& fd : peers_) closeFd(&fd);
     closeFd(&root_);
   }
@@ -134,6 +106,7 @@ class TcpBootstrap : public Bootstrap {
   int timeout_ms_;
   int root_ = -1;           // non-root ranks: connection to rank 0
   std::vector<int> peers_;  // rank 0: connection to each rank (index = rank)
+  std::unique_ptr<RootListener> listener_;  // rank 0: the id's listener, for the comm's life
 };
 
 symmarResult_t TcpBootstrap::connectRoot(const IdPayload& id) {
@@ -159,73 +132,44 @@ symmarResult_t TcpBootstrap::connectRoot(const IdPayload& id) {
   }
   int one = 1;
   setsockopt(root_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  Hello hello{kIdMagic, rank(), nranks(), 0, id.nonce};
+  wire::Hello hello{wire::kIdMagic, wire::kIdVersion, 0, rank(), nranks(), id.nonce};
   SYMMAR_CHECK(sendAll(root_, &hello, sizeof(hello), deadline, "bootstrap hello"));
-  int32_t ack = 0;
+  wire::Ack ack{};
   SYMMAR_CHECK(recvAll(root_, &ack, sizeof(ack), deadline, "bootstrap: waiting for every rank to join"));
-  if (ack < 0 && -ack < symmarNumResults) {
-    return fail(static_cast<symmarResult_t>(-ack), "bootstrap: rank 0 gave up forming the comm (%s: not every rank joined "
-                "within its timeout, or a rank joined with a wrong rank or size)",
-                symmarGetErrorString(static_cast<symmarResult_t>(-ack)));
-  }
-  if (ack != nranks()) return fail(symmarInvalidArgument, "bootstrap: rank 0 rejected this rank (%d)", ack);
+  std::string why;
+  symmarResult_t res = wire::judgeAck(ack, nranks(), &why);
+  if (res != symmarSuccess) return fail(res, "bootstrap: %s", why.c_str());
   return symmarSuccess;
 }
 
 symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
-  Deadline deadline = Deadline::in(timeout_ms_);
   int listener = -1;
   {
     std::lock_guard<std::mutex> lock(g_listeners_mutex);
-    auto it = g_listeners.find(id.nonce);
-    if (it != g_listeners.end()) {
-      listener = it->second;
-      g_listeners.erase(it);
+    if (!g_used_ids.insert(id.nonce).second) {
+      return fail(symmarInvalidUsage, "bootstrap: this unique id already formed a comm in this process: a unique id "
+                  "serves exactly one comm (make one id per comm)");
+    }
+    for (auto it = g_listeners.begin(); it != g_listeners.end(); ++it) {
+      if (it->first == id.nonce) {
+        listener = it->second;
+        g_listeners.erase(it);
+        break;
+      }
     }
   }
   if (listener < 0) {  // the id came from another process: listen on its address ourselves
     uint16_t port = 0;
-    SYMMAR_CHECK(listenOn(in_addr{id.addr}, id.port, &listener, &port));
+    symmarResult_t res = listenOn(in_addr{id.addr}, id.port, &listener, &port);
+    if (res != symmarSuccess && errno == EADDRINUSE) {
+      return fail(symmarInvalidUsage, "bootstrap: the port of this unique id (%u) is taken: another comm's rank 0 "
+                  "uses the same id (a unique id serves exactly one comm), or the id was made in a process that "
+                  "is neither rank 0 nor its parent", static_cast<unsigned>(id.port));
+    }
+    SYMMAR_CHECK(res);
   }
-  peers_.assign(nranks(), -1);
-  symmarResult_t res = symmarSuccess;
-  for (int joined = 1; joined < nranks() && res == symmarSuccess;) {
-    res = waitFd(listener, POLLIN, deadline, "bootstrap: waiting for ranks to join");
-    if (res != symmarSuccess) {
-      res = fail(symmarTimeout, "bootstrap: only %d of %d ranks joined within %d ms", joined, nranks(), timeout_ms_);
-      break;
-    }
-    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Hello hello{};
-    if (recvAll(fd, &hello, sizeof(hello), deadline, "bootstrap hello") != symmarSuccess || hello.magic != kIdMagic ||
-        hello.nonce != id.nonce) {
-      close(fd);  // a stray or stale connection: not one of ours
-      continue;
-    }
-    if (hello.nranks != nranks() || hello.rank <= 0 || hello.rank >= nranks() || peers_[hello.rank] >= 0) {
-      res = fail(symmarInvalidArgument, "bootstrap: a rank joined as rank %d of %d, expected a unique rank of %d",
-                 hello.rank, hello.nranks, nranks());
-      close(fd);
-      break;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    peers_[hello.rank] = fd;
-    ++joined;
-  }
-  close(listener);
-  if (res != symmarSuccess) {
-    // Tell the ranks that did join why the comm will not form, instead of just hanging up.
-    int32_t nack = -static_cast<int32_t>(res);
-    for (int r = 1; r < nranks(); ++r) {
-      if (peers_[r] >= 0) sendAll(peers_[r], &nack, sizeof(nack), Deadline::in(100), "bootstrap nack");
-    }
-    return res;
-  }
-  int32_t ack = nranks();
-  for (int r = 1; r < nranks(); ++r) SYMMAR_CHECK(sendAll(peers_[r], &ack, sizeof(ack), deadline, "bootstrap ack"));
-  return symmarSuccess;
+  listener_ = std::make_unique<RootListener>();
+  return listener_->acceptAll(listener, id.nonce, nranks(), timeout_ms_, &peers_);
 }
 
 symmarResult_t TcpBootstrap::allGather(void* data, size_t bytes_per_rank) {
@@ -249,20 +193,20 @@ symmarResult_t makeUniqueId(symmarUniqueId* raw) {
   in_addr addr{};
   SYMMAR_CHECK(chooseAddress(&addr));
   IdPayload id{};
-  id.magic = kIdMagic;
-  id.version = kIdVersion;
   id.addr = addr.s_addr;
   std::random_device rd;
   id.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(getpid()) << 16);
   int fd = -1;
   SYMMAR_CHECK(listenOn(addr, 0, &fd, &id.port));
-  id.checksum = idChecksum(id);
   {
     std::lock_guard<std::mutex> lock(g_listeners_mutex);
-    g_listeners[id.nonce] = fd;
+    g_listeners.emplace_back(id.nonce, fd);
+    if (g_listeners.size() > kMaxIdleIds) {
+      close(g_listeners.front().second);
+      g_listeners.erase(g_listeners.begin());
+    }
   }
-  memset(raw->internal, 0, sizeof(raw->internal));
-  memcpy(raw->internal, &id, sizeof(id));
+  wire::encodeId(id, raw);
   SYMMAR_INFO(kSubsysBoot, "unique id listens on %s:%u", inet_ntoa(addr), id.port);
   return symmarSuccess;
 }
@@ -270,7 +214,8 @@ symmarResult_t makeUniqueId(symmarUniqueId* raw) {
 symmarResult_t createTcpBootstrap(const symmarUniqueId& raw, int rank, int nranks, int timeout_ms,
                                   std::unique_ptr<Bootstrap>* out) {
   IdPayload id{};
-  SYMMAR_CHECK(decodeId(raw, &id));
+  const char* why = nullptr;
+  if (wire::decodeId(raw, &id, &why) != symmarSuccess) return fail(symmarInvalidArgument, "unique id is corrupt (%s)", why);
   auto boot = std::make_unique<TcpBootstrap>(rank, nranks, timeout_ms);
   if (nranks > 1) SYMMAR_CHECK(rank == 0 ? boot->acceptAll(id) : boot->connectRoot(id));
   *out = std::move(boot);

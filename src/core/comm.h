@@ -19,7 +19,10 @@ struct SymmarSettings {
 };
 
 struct symmarComm {
-  uint64_t magic = 0;  // set while the comm is alive; catches some use-after-destroy
+  // kCommMagic while the comm is alive. Destroy clears it and keeps the struct as a tombstone for
+  // a while (api_comm.cc), so a call on a destroyed comm reads this word, not freed memory.
+  std::atomic<uint64_t> magic{0};
+  std::atomic<int> users{0};  // entry points running on this comm (destroy refuses while > 0)
   int rank = 0;
   int nranks = 0;
   SymmarSettings settings;

@@ -49,8 +49,25 @@ bool processDead(int pid) {
 HostBackend::HostBackend(symmarComm& comm) : comm_(comm), rank_(comm.rank), world_(comm.nranks) {}
 
 HostBackend::~HostBackend() {
-  // Peers still waiting on this rank stop now instead of at their timeout.
-  if (heap_) __atomic_store_n(&heap_->header(rank_)->abort, 1u, __ATOMIC_RELEASE);
+  if (!heap_ || !heap_->mapped()) return;
+  // Peers still waiting on this rank stop now instead of at their timeout. A failed comm stays
+  // "failed", so no late peer completes a call on this rank's last (abandoned) flags.
+  const bool healthy = comm_.failed.load(std::memory_order_acquire) == symmarSuccess;
+  uint32_t* state = &heap_->header(rank_)->state;
+  if (healthy && __atomic_load_n(state, __ATOMIC_ACQUIRE) != kSegmentFailed) {
+    __atomic_store_n(state, static_cast<uint32_t>(kSegmentLeft), __ATOMIC_RELEASE);
+  } else {
+    markFailed();
+  }
+}
+
+void HostBackend::markFailed() {
+  __atomic_store_n(&heap_->header(rank_)->state, static_cast<uint32_t>(kSegmentFailed), __ATOMIC_RELEASE);
+}
+
+symmarResult_t HostBackend::failCall(symmarResult_t res) {
+  if (res == symmarTimeout || res == symmarPeerFailure) markFailed();
+  return res;
 }
 
 symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* out) {
@@ -105,18 +122,30 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
     SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
   } else {
     const size_t heap_bytes = static_cast<size_t>(agreed.heap);
-    b->heap_ = std::make_unique<ShmHeap>();
-    SYMMAR_CHECK(b->heap_->create(boot, nonces[0], comm.settings.staging_bytes, heap_bytes, b->epoch_,
-                                  comm.settings.timeout_ms));
+    auto heap = std::make_unique<ShmHeap>();
+    SYMMAR_CHECK(heap->create(boot, nonces[0], comm.settings.staging_bytes, heap_bytes, b->epoch_,
+                              comm.settings.timeout_ms));
+    b->heap_ = std::move(heap);  // only a fully mapped heap: the destructor writes through it
     b->arena_ = SymmetricArena(heap_bytes);
   }
   *out = std::move(b);
   return symmarSuccess;
 }
 
+symmarResult_t HostBackend::peerFailed(int peer) {
+  if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentFailed) {
+    return fail(symmarPeerFailure,
+                "rank %d failed this or an earlier call (timeout or peer loss): no rank may complete a call it did not "
+                "finish",
+                peer);
+  }
+  return symmarSuccess;
+}
+
 symmarResult_t HostBackend::peerGone(int peer) {
-  if (__atomic_load_n(&heap_->header(peer)->abort, __ATOMIC_ACQUIRE)) {
-    return fail(symmarPeerFailure, "rank %d failed or left the comm while this rank waited for it", peer);
+  SYMMAR_CHECK(peerFailed(peer));
+  if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentLeft) {
+    return fail(symmarPeerFailure, "rank %d destroyed its comm before making this call", peer);
   }
   int pid = heap_->header(peer)->pid;
   if (pid != getpid() && processDead(pid)) {
@@ -172,11 +201,11 @@ symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
   __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 1)), sig, __ATOMIC_RELAXED);
   __atomic_store_n(own, epoch_, __ATOMIC_RELEASE);  // publishes the words above with the epoch
   for (int i = 1; i < world_; ++i) {
-    symmarResult_t res = waitPeer((rank_ + i) % world_, slot, epoch_);
-    if (res != symmarSuccess) {
-      __atomic_store_n(&heap_->header(rank_)->abort, 1u, __ATOMIC_RELEASE);
-      return res;
-    }
+    const int peer = (rank_ + i) % world_;
+    symmarResult_t res = waitPeer(peer, slot, epoch_);
+    // A flag raised by a rank that then failed the call is no contribution: fail as it did.
+    if (res == symmarSuccess) res = peerFailed(peer);
+    if (res != symmarSuccess) return failCall(res);
   }
   if (sig == 0) return symmarSuccess;
   for (int p = 0; p < world_; ++p) {
@@ -194,6 +223,16 @@ symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
 
 uint64_t HostBackend::peerDesc(int peer, int slot, uint32_t epoch) const {
   return __atomic_load_n(flagWord(heap_->flag(peer, 0, slot), sched::paritySlotOffset(epoch, 0)), __ATOMIC_RELAXED);
+}
+
+symmarResult_t HostBackend::checkPeerDesc(int peer, uint64_t desc, const Call& c) {
+  const uint64_t heap = heap_->heapBytes();
+  const uint64_t bytes = static_cast<uint64_t>(c.count) * c.elem;
+  if (desc == sched::kNoDesc || (desc <= heap && bytes <= heap - desc && desc % c.elem == 0)) return symmarSuccess;
+  return failCall(fail(symmarPeerFailure,
+                       "rank %d published a source descriptor (offset %llu, %llu bytes) outside its %llu-byte heap", peer,
+                       static_cast<unsigned long long>(desc), static_cast<unsigned long long>(bytes),
+                       static_cast<unsigned long long>(heap)));
 }
 
 uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
@@ -224,9 +263,13 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
-    if (send != recv) memmove(recv, send, count * call.elem);
+    if (send != recv && count > 0) memmove(recv, send, count * call.elem);
     return symmarSuccess;
   }
+  // Count 0 moves no data but still takes part: the call signature is checked like any other, so
+  // a rank that skipped a call (or passed 0 where its peers did not) is caught, not paired with
+  // its peers' next call.
+  if (count == 0) return barrier(sched::kSlotStart, sched::kNoDesc, signature(call, algo));
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
 }
 

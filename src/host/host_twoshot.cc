@@ -37,6 +37,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
 
     for (int p = 0; p < world_; ++p) {
       const uint64_t d = p == rank_ ? desc : peerDesc(p, sched::kSlotStart, start_epoch);
+      if (p != rank_) SYMMAR_CHECK(checkPeerDesc(p, d, c));
       if (p == rank_) {
         srcs_[p] = src + off;
       } else if (d != sched::kNoDesc) {

@@ -1,5 +1,5 @@
 // The host symmetric heap: one memfd segment per rank, mapped by every local rank. Layout of a
-// segment: header (abort word, pid) | signal pad | staging buffer | user heap (symmarMemAlloc).
+// segment: header (state word, pid) | signal pad | staging buffer | user heap (symmarMemAlloc).
 // Descriptors are closed once mapped and no name exists in the file system, so nothing outlives
 // the processes.
 #pragma once
@@ -13,8 +13,18 @@
 
 namespace symmar {
 
+/// What a rank's state word says to its peers.
+enum SegmentState : uint32_t {
+  kSegmentAlive = 0,
+  /// The rank returned an error for a collective: its last raised flag is no contribution, so a
+  /// peer that meets it must fail that call too (never complete it on the failed rank's data).
+  kSegmentFailed = 1,
+  /// The rank destroyed a healthy comm: the flags it raised before leaving are still good.
+  kSegmentLeft = 2,
+};
+
 struct SegmentHeader {
-  uint32_t abort;  // set by a rank that failed or left, so waiting peers stop at once
+  uint32_t state;  // SegmentState, so waiting peers stop at once
   int32_t pid;
 };
 
@@ -31,6 +41,8 @@ class ShmHeap {
   symmarResult_t create(Bootstrap& bootstrap, uint64_t nonce, size_t staging_bytes, size_t heap_bytes,
                         uint32_t epoch_start, int timeout_ms);
 
+  /// True once create() mapped every segment; the accessors below need it.
+  bool mapped() const { return !bases_.empty() && bases_[0] != nullptr && bases_.back() != nullptr; }
   char* base(int rank) const { return bases_[rank]; }
   SegmentHeader* header(int rank) const { return reinterpret_cast<SegmentHeader*>(bases_[rank]); }
   uint32_t* flag(int rank, int block, int slot) const {
@@ -42,8 +54,10 @@ class ShmHeap {
   char* userBase(int rank) const { return bases_[rank] + userOffset(); }
   size_t stagingBytes() const { return staging_bytes_; }
   size_t heapBytes() const { return heap_bytes_; }
+  size_t segmentBytes() const { return segment_bytes_; }
 
  private:
+  void unmapAll();
   size_t stagingOffset() const { return kHeaderBytes + sched::kSignalPadBytes; }
   size_t userOffset() const { return (stagingOffset() + staging_bytes_ + 4095) / 4096 * 4096; }
 

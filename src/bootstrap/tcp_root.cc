@@ -1,0 +1,201 @@
+#include "bootstrap/tcp_root.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "bootstrap/socket.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace symmar {
+namespace {
+
+/// A connection gets this long to send its hello; then it is dropped (an idle or foreign client
+/// must not hold up the ranks that do join).
+constexpr int kHelloMs = 2000;
+
+struct Arrival {
+  int fd;
+  wire::Hello hello;
+};
+
+/// Connections accepted but not yet judged, read together with the listener in one poll.
+class HelloReader {
+ public:
+  explicit HelloReader(int listener, int hello_ms) : listener_(listener), hello_ms_(hello_ms) {}
+  ~HelloReader() {
+    for (Pending& p : pending_) close(p.fd);
+  }
+
+  /// Waits up to wait_ms for activity; appends complete hellos to *done (the caller owns those
+  /// fds). Returns true when extra_fd (if >= 0) became readable.
+  bool step(int wait_ms, int extra_fd, std::vector<Arrival>* done) {
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{listener_, POLLIN, 0});
+    if (extra_fd >= 0) fds.push_back(pollfd{extra_fd, POLLIN, 0});
+    const size_t first = fds.size();
+    for (const Pending& p : pending_) fds.push_back(pollfd{p.fd, POLLIN, 0});
+    const auto now = Clock::now();
+    for (const Pending& p : pending_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.until - now).count();
+      wait_ms = static_cast<int>(std::max<long long>(0, std::min<long long>(wait_ms, left + 1)));
+    }
+    if (poll(fds.data(), fds.size(), wait_ms) < 0) return false;
+    bool extra = extra_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR));
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      bool keep = true;
+      if (fds[first + i].revents) {
+        ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(p.hello) - p.got, MSG_DONTWAIT);
+        if (n > 0) p.got += static_cast<size_t>(n);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) keep = false;
+        if (p.got == sizeof(p.hello)) {
+          done->push_back(Arrival{p.fd, p.hello});
+          continue;
+        }
+      }
+      if (keep && Clock::now() >= p.until) keep = false;
+      if (keep) {
+        still.push_back(p);
+      } else {
+        close(p.fd);
+      }
+    }
+    pending_.swap(still);
+    if (fds[0].revents & POLLIN) {
+      int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) pending_.push_back(Pending{fd, Clock::now() + std::chrono::milliseconds(hello_ms_), {}, 0});
+    }
+    return extra;
+  }
+
+ private:
+  struct Pending {
+    int fd;
+    Clock::time_point until;
+    wire::Hello hello;
+    size_t got;
+  };
+  int listener_;
+  int hello_ms_;
+  std::vector<Pending> pending_;
+};
+
+void sendAck(int fd, symmarResult_t res, wire::AckReason reason, int nranks, int timeout_ms) {
+  wire::Ack ack = wire::makeAck(res, reason, nranks);
+  sendAll(fd, &ack, sizeof(ack), Deadline::in(timeout_ms), "bootstrap ack");
+}
+
+wire::AckReason refusal(wire::HelloVerdict v) {
+  switch (v) {
+    case wire::HelloVerdict::kDuplicate: return wire::kAckDuplicate;
+    case wire::HelloVerdict::kWrongSize: return wire::kAckWrongSize;
+    default: return wire::kAckBadRank;
+  }
+}
+
+}  // namespace
+
+RootListener::~RootListener() {
+  if (thread_.joinable()) {
+    char c = 1;
+    ssize_t n = write(wake_[1], &c, 1);
+    (void)n;
+    thread_.join();
+  }
+  for (int& fd : wake_) closeFd(&fd);
+  closeFd(&listener_);
+}
+
+symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks, int timeout_ms,
+                                       std::vector<int>* peers) {
+  listener_ = listener;
+  Deadline deadline = Deadline::in(timeout_ms);
+  peers->assign(nranks, -1);
+  std::vector<bool> taken(nranks, false);
+  taken[0] = true;
+  symmarResult_t res = symmarSuccess;
+  wire::AckReason reason = wire::kAckOk;
+  int joined = 1;
+  {
+    HelloReader reader(listener_, std::min(kHelloMs, timeout_ms));
+    while (joined < nranks && res == symmarSuccess) {
+      if (deadline.passed()) {
+        res = fail(symmarTimeout, "bootstrap: only %d of %d ranks joined within %d ms", joined, nranks, timeout_ms);
+        reason = wire::kAckNotAllJoined;
+        break;
+      }
+      std::vector<Arrival> arrivals;
+      reader.step(std::min(deadline.leftMs(), 100), -1, &arrivals);
+      for (const Arrival& a : arrivals) {
+        const wire::HelloVerdict v = wire::judgeHello(a.hello, nonce, nranks, taken);
+        if (v == wire::HelloVerdict::kStray || res != symmarSuccess) {
+          if (v != wire::HelloVerdict::kStray) sendAck(a.fd, symmarInvalidUsage, reason, nranks, 100);
+          close(a.fd);
+          continue;
+        }
+        if (v == wire::HelloVerdict::kAccept) {
+          int one = 1;
+          setsockopt(a.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          (*peers)[a.hello.rank] = a.fd;
+          taken[a.hello.rank] = true;
+          ++joined;
+          continue;
+        }
+        reason = refusal(v);
+        res = fail(symmarInvalidUsage, "bootstrap: a process joined as rank %d of %d: %s", a.hello.rank, a.hello.nranks,
+                   wire::ackReasonText(reason));
+        sendAck(a.fd, res, reason, nranks, 100);
+        close(a.fd);
+      }
+    }
+  }
+  if (res != symmarSuccess) {
+    // Every rank that did join learns why the comm will not form, instead of just hanging up.
+    for (int r = 1; r < nranks; ++r) {
+      if ((*peers)[r] >= 0) sendAck((*peers)[r], res, reason, nranks, 100);
+      closeFd(&(*peers)[r]);
+    }
+    closeFd(&listener_);
+    return res;
+  }
+  for (int r = 1; r < nranks; ++r) {
+    wire::Ack ack = wire::makeAck(symmarSuccess, wire::kAckOk, nranks);
+    SYMMAR_CHECK(sendAll((*peers)[r], &ack, sizeof(ack), deadline, "bootstrap ack"));
+  }
+  if (pipe2(wake_, O_CLOEXEC) != 0) {
+    SYMMAR_WARN(kSubsysBoot, "bootstrap: no pipe for the listener service (%s); latecomers will time out",
+                strerror(errno));
+    return symmarSuccess;  // the listener stays open: a second rank 0 still cannot take the id
+  }
+  thread_ = std::thread([this, nonce, nranks] { serve(nonce, nranks); });
+  return symmarSuccess;
+}
+
+void RootListener::serve(uint64_t nonce, int nranks) {
+  HelloReader reader(listener_, kHelloMs);
+  const std::vector<bool> all_taken(static_cast<size_t>(nranks), true);
+  for (;;) {
+    std::vector<Arrival> arrivals;
+    if (reader.step(1000, wake_[0], &arrivals)) break;
+    for (const Arrival& a : arrivals) {
+      const wire::HelloVerdict v = wire::judgeHello(a.hello, nonce, nranks, all_taken);
+      if (v != wire::HelloVerdict::kStray) {
+        SYMMAR_WARN(kSubsysBoot, "bootstrap: refused rank %d: %s", a.hello.rank, wire::ackReasonText(wire::kAckComplete));
+        sendAck(a.fd, symmarInvalidUsage, wire::kAckComplete, nranks, 100);
+      }
+      close(a.fd);
+    }
+  }
+}
+
+}  // namespace symmar

@@ -1,0 +1,36 @@
+// Rank 0's side of the unique-id bootstrap: accepts exactly the comm's ranks on the id's listener
+// and keeps the listener for the life of the comm, so the id stays single-use: a second rank 0
+// cannot listen on it, and a rank that arrives after the comm formed is told so at once.
+#pragma once
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/wire.h"
+#include "symmar/symmar.h"
+
+namespace symmar {
+
+class RootListener {
+ public:
+  RootListener() = default;
+  ~RootListener();
+  RootListener(const RootListener&) = delete;
+  RootListener& operator=(const RootListener&) = delete;
+
+  /// Takes ownership of listener and accepts nranks-1 distinct ranks that prove nonce, within
+  /// timeout_ms. Connections that say nothing, say something else or come from another id do not
+  /// delay the others. A duplicate rank, a wrong size or a bad rank fails the comm on every rank
+  /// that joined (each is told why). On success peers[r] is rank r's connection and the listener
+  /// goes on refusing latecomers until destruction.
+  symmarResult_t acceptAll(int listener, uint64_t nonce, int nranks, int timeout_ms, std::vector<int>* peers);
+
+ private:
+  void serve(uint64_t nonce, int nranks);
+
+  int listener_ = -1;
+  int wake_[2] = {-1, -1};  // a pipe: destruction writes to it to stop the service thread
+  std::thread thread_;
+};
+
+}  // namespace symmar
