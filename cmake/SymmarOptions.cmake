@@ -13,6 +13,7 @@ option(SYMMAR_WITH_MPI "Build libsymmar_mpi (MPI bootstrap and the mpi fallback)
 option(SYMMAR_WITH_NCCL "Build the NCCL fallback (libnccl is loaded at run time)" ON)
 option(SYMMAR_WITH_CUDA "Build the CUDA backend and kernels" ON)
 option(SYMMAR_WERROR "Treat warnings as errors" ON)
+option(SYMMAR_BUILD_FUZZERS "Build the libFuzzer harnesses in tests/fuzz (clang only; needs SYMMAR_BUILD_TESTS)" OFF)
 
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)

@@ -143,6 +143,8 @@ symmarResult_t TcpBootstrap::connectRoot(const IdPayload& id) {
 }
 
 symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
+  listener_ = std::make_unique<RootListener>();
+  SYMMAR_CHECK(listener_->claim(id.nonce));
   int listener = -1;
   {
     std::lock_guard<std::mutex> lock(g_listeners_mutex);
@@ -168,7 +170,6 @@ symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
     }
     SYMMAR_CHECK(res);
   }
-  listener_ = std::make_unique<RootListener>();
   return listener_->acceptAll(listener, id.nonce, nranks(), timeout_ms_, &peers_);
 }
 

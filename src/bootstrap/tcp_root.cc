@@ -5,10 +5,13 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/socket.h"
@@ -26,6 +29,8 @@ struct Arrival {
   int fd;
   wire::Hello hello;
 };
+
+}  // namespace
 
 /// Connections accepted but not yet judged, read together with the listener in one poll.
 class HelloReader {
@@ -90,6 +95,8 @@ class HelloReader {
   std::vector<Pending> pending_;
 };
 
+namespace {
+
 void sendAck(int fd, symmarResult_t res, wire::AckReason reason, int nranks, int timeout_ms) {
   wire::Ack ack = wire::makeAck(res, reason, nranks);
   sendAll(fd, &ack, sizeof(ack), Deadline::in(timeout_ms), "bootstrap ack");
@@ -105,6 +112,8 @@ wire::AckReason refusal(wire::HelloVerdict v) {
 
 }  // namespace
 
+RootListener::RootListener() = default;
+
 RootListener::~RootListener() {
   if (thread_.joinable()) {
     char c = 1;
@@ -112,8 +121,27 @@ RootListener::~RootListener() {
     (void)n;
     thread_.join();
   }
+  reader_.reset();
   for (int& fd : wake_) closeFd(&fd);
   closeFd(&listener_);
+  closeFd(&claim_);
+}
+
+symmarResult_t RootListener::claim(uint64_t nonce) {
+  claim_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (claim_ < 0) return fail(symmarSystemError, "bootstrap: socket failed: %s", strerror(errno));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "symmar-id-%016llx", static_cast<unsigned long long>(nonce));
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (bind(claim_, reinterpret_cast<sockaddr*>(&sa), len) == 0) return symmarSuccess;
+  const int err = errno;
+  closeFd(&claim_);
+  if (err == EADDRINUSE) {
+    return fail(symmarInvalidUsage, "bootstrap: another rank 0 on this host already serves a comm with this unique id: "
+                "a unique id serves exactly one comm (make one id per comm)");
+  }
+  return fail(symmarSystemError, "bootstrap: claiming the unique id failed: %s", strerror(err));
 }
 
 symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks, int timeout_ms,
@@ -126,8 +154,9 @@ symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks,
   symmarResult_t res = symmarSuccess;
   wire::AckReason reason = wire::kAckOk;
   int joined = 1;
+  reader_ = std::make_unique<HelloReader>(listener_, std::min(kHelloMs, timeout_ms));
   {
-    HelloReader reader(listener_, std::min(kHelloMs, timeout_ms));
+    HelloReader& reader = *reader_;
     while (joined < nranks && res == symmarSuccess) {
       if (deadline.passed()) {
         res = fail(symmarTimeout, "bootstrap: only %d of %d ranks joined within %d ms", joined, nranks, timeout_ms);
@@ -165,6 +194,7 @@ symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks,
       if ((*peers)[r] >= 0) sendAck((*peers)[r], res, reason, nranks, 100);
       closeFd(&(*peers)[r]);
     }
+    reader_.reset();
     closeFd(&listener_);
     return res;
   }
@@ -182,7 +212,7 @@ symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks,
 }
 
 void RootListener::serve(uint64_t nonce, int nranks) {
-  HelloReader reader(listener_, kHelloMs);
+  HelloReader& reader = *reader_;  // it may hold latecomers that connected during formation
   const std::vector<bool> all_taken(static_cast<size_t>(nranks), true);
   for (;;) {
     std::vector<Arrival> arrivals;

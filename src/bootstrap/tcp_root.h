@@ -3,6 +3,7 @@
 // cannot listen on it, and a rank that arrives after the comm formed is told so at once.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -11,13 +12,19 @@
 
 namespace symmar {
 
+class HelloReader;
+
 class RootListener {
  public:
-  RootListener() = default;
+  RootListener();
   ~RootListener();
   RootListener(const RootListener&) = delete;
   RootListener& operator=(const RootListener&) = delete;
 
+  /// Claims the id on this host for the life of this object: exactly one rank 0 per id, even
+  /// among processes that inherited the id's listener through fork. symmarInvalidUsage when
+  /// another rank 0 holds it.
+  symmarResult_t claim(uint64_t nonce);
   /// Takes ownership of listener and accepts nranks-1 distinct ranks that prove nonce, within
   /// timeout_ms. Connections that say nothing, say something else or come from another id do not
   /// delay the others. A duplicate rank, a wrong size or a bad rank fails the comm on every rank
@@ -29,6 +36,8 @@ class RootListener {
   void serve(uint64_t nonce, int nranks);
 
   int listener_ = -1;
+  std::unique_ptr<HelloReader> reader_;  // connections not yet judged, kept across formation
+  int claim_ = -1;  // abstract Unix socket named after the id's nonce: bound by one process at a time
   int wake_[2] = {-1, -1};  // a pipe: destruction writes to it to stop the service thread
   std::thread thread_;
 };

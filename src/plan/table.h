@@ -37,12 +37,16 @@ bool parseArchKey(const char* text, int* arch);
 /// Arch code of a compute capability (9.0 -> 90, 12.1 -> 121); kArchHost for 0.0.
 inline int archOf(int cc_major, int cc_minor) { return cc_major * 10 + cc_minor; }
 
+/// Largest table file read (a full set of rows is a few KiB).
+constexpr size_t kMaxTableFileBytes = 1u << 20;
+
 class Tables {
  public:
   /// The compiled-in rows (tables_builtin.cc).
   static const Tables& builtin();
 
-  /// Adds or replaces rows from a JSON table file. On error the tables are unchanged and the
+  /// Adds or replaces rows from a JSON table file: a regular file of at most kMaxTableFileBytes
+  /// (a FIFO or device is refused without blocking). On error the tables are unchanged and the
   /// thread's last error names the file, the field and the reason.
   symmarResult_t loadFile(const char* path);
   /// Same, from text; origin names the source in errors.

@@ -1,8 +1,12 @@
 // JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4],
 //   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
 //   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -142,12 +146,33 @@ symmarResult_t Tables::loadJson(const std::string& text, const char* origin) {
 }
 
 symmarResult_t Tables::loadFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return fail(symmarInvalidArgument, "table file %s: (file): cannot be opened", path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return fail(symmarInvalidArgument, "table file %s: (file): read error", path);
-  return loadJson(buf.str(), path);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Only a regular file of bounded size is
+  // read, so a device (/dev/zero) or a pipe cannot stall or exhaust comm creation.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return fail(symmarInvalidArgument, "table file %s: (file): cannot be opened: %s", path, strerror(errno));
+  struct stat st {};
+  symmarResult_t res = symmarSuccess;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    res = fail(symmarInvalidArgument, "table file %s: (file): not a regular file", path);
+  } else if (st.st_size > static_cast<off_t>(kMaxTableFileBytes)) {
+    res = fail(symmarInvalidArgument, "table file %s: (file): %lld bytes, more than the %zu allowed", path,
+               static_cast<long long>(st.st_size), kMaxTableFileBytes);
+  }
+  std::string text;
+  while (res == symmarSuccess) {
+    char buf[16384];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) res = fail(symmarInvalidArgument, "table file %s: (file): read error: %s", path, strerror(errno));
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxTableFileBytes) {  // it grew while being read
+      res = fail(symmarInvalidArgument, "table file %s: (file): more than %zu bytes", path, kMaxTableFileBytes);
+    }
+  }
+  close(fd);
+  SYMMAR_CHECK(res);
+  return loadJson(text, path);
 }
 
 }  // namespace symmar

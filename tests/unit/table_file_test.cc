@@ -1,6 +1,7 @@
 // Table files: a good file overrides rows; every kind of malformed file gives
 // symmarInvalidArgument with the file, the field and the reason in the last error.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -136,5 +137,25 @@ TEST(TableFile, BadEnvironmentFileFailsSymmarPlanWithItsReason) {
   EXPECT_NE(std::string(symmarGetLastError(nullptr)).find("top level must be an object"), std::string::npos);
   unsetenv("SYMMAR_TABLE_FILE");
   resetProcessTables();
+  unlink(path.c_str());
+}
+
+// Regression: a FIFO blocked comm creation forever and /dev/zero ate memory.
+TEST(TableFile, OnlyBoundedRegularFilesAreRead) {
+  Tables t = Tables::builtin();
+  char dir[] = "/tmp/symmar-fifo-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/table";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(t.loadFile(fifo.c_str()), symmarInvalidArgument);  // returns at once, no writer needed
+  EXPECT_NE(threadLastError().find("not a regular file"), std::string::npos) << threadLastError();
+  unlink(fifo.c_str());
+  rmdir(dir);
+  EXPECT_EQ(t.loadFile("/dev/zero"), symmarInvalidArgument);
+  EXPECT_NE(threadLastError().find("not a regular file"), std::string::npos) << threadLastError();
+  std::string big = std::string(R"({"rows": [], "comment": ")") + std::string(kMaxTableFileBytes, 'x') + "\"}";
+  std::string path = writeFile(big);
+  EXPECT_EQ(t.loadFile(path.c_str()), symmarInvalidArgument);
+  EXPECT_NE(threadLastError().find("allowed"), std::string::npos) << threadLastError();
   unlink(path.c_str());
 }
