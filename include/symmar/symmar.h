@@ -111,7 +111,12 @@ symmarResult_t symmarGetVersion(int* version);
 /** "auto","oneshot","twoshot","multimem","nccl","mpi"; "unknown" for out-of-range values. */
 const char* symmarAlgoName(symmarAlgo_t algo);
 
-/** Creates a rendezvous id; call on one rank (normally rank 0's process) and share it. */
+/**
+ * Creates a rendezvous id; call on one rank (normally rank 0's process) and share it. An id
+ * serves exactly one comm: a second rank 0, or a rank joining after the comm formed, gets
+ * symmarInvalidUsage. The id's listening socket is kept for a rank 0 in this process or its
+ * children; at most 64 unused ones stay open (docs/integration.md, "Unique ids").
+ */
 symmarResult_t symmarGetUniqueId(symmarUniqueId* id);
 /** Collective: every rank calls with the same id and nranks. config may be NULL (defaults). */
 symmarResult_t symmarCommInitRank(symmarComm_t* comm, int nranks, symmarUniqueId id, int rank,
@@ -130,7 +135,11 @@ symmarResult_t symmarCommInitExternal(symmarComm_t* comm, int nranks, int rank, 
  * On the host backend each comm's collectives must then be called from its own thread.
  */
 symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* devices, const symmarConfig_t* config);
-/** Releases everything the comm holds; valid on a failed comm. Not collective. */
+/**
+ * Releases everything the comm holds; valid on a failed comm. Not collective. Must not race other
+ * calls on the same comm: while another thread is inside a call it returns symmarInvalidUsage and
+ * destroys nothing. Any call on a destroyed comm returns symmarInvalidUsage.
+ */
 symmarResult_t symmarCommDestroy(symmarComm_t comm);
 /** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none. */
 symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error);
@@ -152,7 +161,8 @@ symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t 
                               symmarAlgo_t* algo);
 
 /**
- * Allreduce of count elements. sendbuf == recvbuf is in place; count == 0 is a no-op. The result is
+ * Allreduce of count elements. sendbuf == recvbuf is in place. count == 0 moves no data (the buffers
+ * may be NULL) and succeeds; on the host backend it still takes part in call matching. The result is
  * bitwise identical on every rank. Host backend: complete on return, stream must be NULL. GPU:
  * stream-ordered on the cudaStream_t, capturable in a CUDA graph.
  */

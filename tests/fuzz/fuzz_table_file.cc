@@ -3,6 +3,8 @@
 //  - a refused file leaves the tables exactly as they were and the thread's last error names the origin;
 //  - an accepted file leaves only rows the planner can use: world 2..8, at most kMaxTableEntries entries with
 //    positive, strictly increasing thresholds and a concrete algorithm, arch "host" exactly with link "host";
+//  - every "world" number in an accepted file is itself in 2..8 (read independently of the parser, as int64), so no
+//    out-of-range number is narrowed into range;
 //  - resolve() never returns nullptr: for fixed lookups, including worlds and capabilities no row names, and for
 //    every row's own key, where the exact row must be served (the first step of the documented lookup chain).
 // A broken check aborts, which libFuzzer reports as a crash and saves the input.
@@ -12,6 +14,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "plan/table.h"
@@ -78,6 +82,24 @@ void checkOwnKeys(const symmar::Tables& t) {
   }
 }
 
+// The parser reads worlds as int; an accepted file must not name a world outside 2..8 in any wider integer type.
+void checkWorldsInFile(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(doc.is_object() && doc.contains("rows"));
+  for (const nlohmann::json& row : doc["rows"]) {
+    const nlohmann::json& w = row["world"];
+    const std::vector<nlohmann::json> worlds = w.is_array() ? w.get<std::vector<nlohmann::json>>()
+                                                            : std::vector<nlohmann::json>{w};
+    for (const nlohmann::json& x : worlds) {
+      FUZZ_CHECK(x.is_number_integer());
+      // An unsigned value past INT64_MAX is out of range too: compare it as unsigned first.
+      FUZZ_CHECK(!x.is_number_unsigned() || x.get<uint64_t>() <= static_cast<uint64_t>(symmar::kMaxTableWorld));
+      const int64_t v = x.get<int64_t>();
+      FUZZ_CHECK(v >= symmar::kMinTableWorld && v <= symmar::kMaxTableWorld);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -94,6 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < t.rows().size(); ++i) FUZZ_CHECK(sameRow(t.rows()[i], builtin.rows()[i]));
     return 0;
   }
+  checkWorldsInFile(text);
   for (const symmar::TableRow& row : t.rows()) checkRow(row);
   FUZZ_CHECK(t.rows().size() >= builtin.rows().size());  // a file adds or replaces rows, never removes one
   checkFixedLookups(t);
