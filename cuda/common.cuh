@@ -31,14 +31,15 @@ __device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
   return reinterpret_cast<uint32_t*>(pad + sched::flagOffset(block, slot));
 }
 
-/// Records a timeout in the comm's status words; the host turns it into symmarTimeout.
-__device__ __forceinline__ void reportTimeout(const KernelArgs& a, int peer) {
+/// Records a failure (symmarTimeout, symmarPeerFailure) in the comm's status words for the host.
+inline __device__ __noinline__ void reportFailure(const KernelArgs& a, int peer, int code) {
   a.status[1] = peer;
   a.status[2] = static_cast<int>(blockIdx.x);
   __threadfence_system();
-  a.status[0] = symmarTimeout;
+  a.status[0] = code;
   __threadfence_system();
 }
+__device__ __forceinline__ void reportTimeout(const KernelArgs& a, int peer) { reportFailure(a, peer, symmarTimeout); }
 
 /// Spins until *flag reaches target. Bounded: gives up after timeout_cycles (reporting it) or as
 /// soon as another block of this comm has reported a failure.
@@ -87,8 +88,15 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
   if (t < a.world && t != a.rank) {
     const uint32_t* peer = flagPtr(a.base[t], blockIdx.x, sched::kSlotStart);
     if (spinUntil(a, peer, e, t)) {
-      sh->desc[t] = ptx::ld_relaxed_sys_u64(
+      const uint64_t d = ptx::ld_relaxed_sys_u64(
           reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(peer) + kDescOffset));
+      sh->desc[t] = d;
+      // A peer's descriptor is an offset into its mapping: one outside its user heap would make
+      // this rank read outside the mapping. Fail the call instead.
+      if (d != kNoDesc && (d - a.desc_lo >= a.desc_span || d % sched::kVecBytes != 0)) {
+        reportFailure(a, t, symmarPeerFailure);
+        sh->abort = 1;
+      }
     } else {
       sh->abort = 1;
     }

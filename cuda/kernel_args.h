@@ -28,7 +28,8 @@ struct DeviceState {
   uint32_t done_count;                      ///< blocks of the running call that finished
 };
 
-/// Status words in mapped host memory: [0] result code (symmarTimeout), [1] peer, [2] block.
+/// Status words in mapped host memory: [0] result code (symmarTimeout, or symmarPeerFailure for a
+/// peer's out-of-range descriptor), [1] peer, [2] block.
 constexpr int kStatusWords = 4;
 
 struct KernelArgs {
@@ -43,6 +44,8 @@ struct KernelArgs {
   size_t staging_bytes;
   size_t chunk_elems;         ///< sched::chunkElems for this dtype and world
   uint64_t send_desc;         ///< offset of send in own allocation when peers may read it in place; else kNoDesc
+  uint64_t desc_lo;           ///< a peer's descriptor other than kNoDesc must lie in
+  uint64_t desc_span;         ///< [desc_lo, desc_lo + desc_span) (its user heap less this call's bytes)
   int aligned;                ///< send and recv are 16-byte aligned (vector user accesses)
   DeviceState* state;
   volatile int* status;       ///< device view of the mapped host status words

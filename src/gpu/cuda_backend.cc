@@ -185,6 +185,11 @@ uint64_t CudaBackend::inPlaceDescriptor(const void* send, const void* recv, size
   return layout_.heap_off + (s - heap);
 }
 
+void CudaBackend::descriptorBounds(size_t bytes, uint64_t* lo, uint64_t* span) const {
+  *lo = layout_.heap_off;
+  *span = have_heap_ && bytes <= layout_.heap_bytes ? layout_.heap_bytes - bytes + 1 : 0;  // 0: none is valid
+}
+
 symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
                                       symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
   SYMMAR_CHECK(asyncError());
@@ -216,6 +221,7 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   a.staging_bytes = layout_.staging_bytes;
   a.chunk_elems = sched::chunkElems(layout_.staging_bytes, elem, comm_.nranks);
   a.send_desc = inPlaceDescriptor(send, recv, count * elem, algo);
+  descriptorBounds(count * elem, &a.desc_lo, &a.desc_span);
   a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
   a.state = state_;
   a.status = status_dev_;
@@ -229,6 +235,11 @@ symmarResult_t CudaBackend::asyncError() {
   const volatile int* st = status_host_;
   if (!st || st[0] == 0) return symmarSuccess;
   nccl_.markFailed();
+  if (st[0] == symmarPeerFailure) {
+    return fail(symmarPeerFailure,
+                "rank %d: rank %d published a source descriptor outside its heap (block %d); the comm is failed",
+                comm_.rank, st[1], st[2]);
+  }
   return fail(static_cast<symmarResult_t>(st[0]),
               "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
               comm_.rank, timeout_ms_, st[1], st[2]);

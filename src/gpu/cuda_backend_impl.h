@@ -38,6 +38,8 @@ class CudaBackend : public Backend {
   symmarResult_t initDeviceState();
   /// Offset in this rank's allocation that peers may read send from in place, or kNoDesc.
   uint64_t inPlaceDescriptor(const void* send, const void* recv, size_t bytes, symmarAlgo_t algo) const;
+  /// The descriptors a peer may publish for a call of bytes bytes: [lo, lo + span), span 0 when none fits.
+  void descriptorBounds(size_t bytes, uint64_t* lo, uint64_t* span) const;
 
   symmarComm& comm_;
   int device_ = -1;
