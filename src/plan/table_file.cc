@@ -69,23 +69,25 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
   if ((row.arch == kArchHost) != (row.link == symmarLinkHostMemory)) {
     return r.bad(where + ".link", "arch \"host\" goes with link \"host\" and only with it");
   }
-  std::vector<int> worlds;
   if (!j.contains("world")) return r.bad(where + ".world", "missing");
   const json& w = j["world"];
-  if (w.is_number_integer()) {
-    worlds.push_back(w.get<int>());
-  } else if (w.is_array() && !w.empty()) {
-    for (const json& x : w) {
-      if (!x.is_number_integer()) return r.bad(where + ".world", "entries must be integers");
-      worlds.push_back(x.get<int>());
-    }
+  std::vector<const json*> items;
+  if (w.is_array() && !w.empty()) {
+    for (const json& x : w) items.push_back(&x);
+  } else if (w.is_number_integer()) {
+    items.push_back(&w);
   } else {
     return r.bad(where + ".world", "expected an integer or a non-empty list of integers");
   }
-  for (int x : worlds) {
-    if (x < kMinTableWorld || x > kMaxTableWorld) {
-      return r.bad(where + ".world", "world size " + std::to_string(x) + " outside 2..8");
+  std::vector<int> worlds;
+  for (const json* x : items) {
+    if (!x->is_number_integer()) return r.bad(where + ".world", "entries must be integers");
+    // Compared as 64-bit values: narrowing first would read 4294967298 as 2.
+    if (x->is_number_unsigned() ? x->get<uint64_t>() > static_cast<uint64_t>(kMaxTableWorld)
+                                : (x->get<int64_t>() < kMinTableWorld || x->get<int64_t>() > kMaxTableWorld)) {
+      return r.bad(where + ".world", "world size " + x->dump() + " outside 2..8");
     }
+    worlds.push_back(x->get<int>());
   }
   if (!j.contains("algos") || !j["algos"].is_array()) return r.bad(where + ".algos", "missing or not a list");
   const json& algos = j["algos"];

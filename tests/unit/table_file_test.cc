@@ -159,3 +159,14 @@ TEST(TableFile, OnlyBoundedRegularFilesAreRead) {
   EXPECT_NE(threadLastError().find("allowed"), std::string::npos) << threadLastError();
   unlink(path.c_str());
 }
+
+// Regression (found by fuzz_table_file): a world of 2^32 + 2 was narrowed to 2 and accepted.
+TEST(TableFile, WorldSizesAreCheckedBeforeNarrowing) {
+  for (const char* world : {"4294967298", "-4294967294", "18446744073709551615", "[2, 4294967300]"}) {
+    Tables t = Tables::builtin();
+    std::string text = std::string(R"({"rows": [{"arch": "sm90", "link": "pcie", "world": )") + world +
+                       R"(, "algos": []}]})";
+    EXPECT_EQ(t.loadJson(text, "test"), symmarInvalidArgument) << world;
+    EXPECT_NE(threadLastError().find("outside 2..8"), std::string::npos) << threadLastError();
+  }
+}
