@@ -20,6 +20,12 @@
 namespace symmar {
 namespace gpu {
 
+/// Declares the kernel's block-shared storage (one object per block). The emulator provides its
+/// own definition of the macro (per-block storage of its launcher).
+#if !defined(SYMMAR_BLOCK_SHARED)
+#define SYMMAR_BLOCK_SHARED(Type, name) __shared__ Type name
+#endif
+
 struct BlockShared {
   uint64_t desc[kMaxRanks];  ///< every rank's descriptor from the last start barrier
   uint32_t done_epoch;       ///< set in the last block: the done-flag value it published
@@ -31,12 +37,19 @@ __device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
   return reinterpret_cast<uint32_t*>(pad + sched::flagOffset(block, slot));
 }
 
+// Kept out of line: the failure path must not cost the hot loops registers.
+#if defined(__CUDACC__)
+#define SYMMAR_NOINLINE __noinline__
+#else
+#define SYMMAR_NOINLINE __attribute__((noinline))
+#endif
+
 /// Records a failure (symmarTimeout, symmarPeerFailure) in the comm's status words for the host.
-inline __device__ __noinline__ void reportFailure(const KernelArgs& a, int peer, int code) {
-  a.status[1] = peer;
-  a.status[2] = static_cast<int>(blockIdx.x);
+inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code) {
+  ptx::st_status(a.status + 1, peer);
+  ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
   __threadfence_system();
-  a.status[0] = code;
+  ptx::st_status(a.status, code);
   __threadfence_system();
 }
 __device__ __forceinline__ void reportTimeout(const KernelArgs& a, int peer) { reportFailure(a, peer, symmarTimeout); }
@@ -52,7 +65,7 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
         reportTimeout(a, peer);
         return false;
       }
-      if ((n & 8191u) == 0 && a.status[0] != 0) return false;
+      if ((n & 8191u) == 0 && ptx::ld_status(a.status) != 0) return false;
     }
   }
 }

@@ -12,8 +12,14 @@ namespace gpu {
 
 /// Most ranks a symmetric kernel serves (the tables cover world sizes 2..8).
 constexpr int kMaxRanks = 8;
-/// Threads per block of every allreduce kernel (launch bounds use it too).
+/// Threads per block of every allreduce kernel (launch bounds use it too). Every loop strides by
+/// it, so the kernel emulator may run smaller blocks (at least kMaxRanks threads: one per peer).
+#if defined(SYMMAR_EMU_THREADS)
+constexpr int kThreads = SYMMAR_EMU_THREADS;
+#else
 constexpr int kThreads = 512;
+#endif
+static_assert(kThreads >= kMaxRanks, "the barriers use one thread per peer");
 /// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit source descriptor that
 /// travels with a start flag (where the publishing rank's input for this chunk lives).
 constexpr size_t kDescOffset = sched::kFlagDescOffset;

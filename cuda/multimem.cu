@@ -13,13 +13,13 @@ namespace {
 
 template <typename T, int Op>
 __global__ void __launch_bounds__(kThreads) multimemAllReduce(KernelArgs a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(SYMMAR_HAS_MULTIMEM)
   using Bits = typename T::Bits;
   using Ops = ptx::multimem<typename T::Tag,
                             typename std::conditional<Op == symmarSum, ptx::OpSum,
                                 typename std::conditional<Op == symmarMax, ptx::OpMax, ptx::OpMin>::type>::type>;
   constexpr size_t vec = Vec<T>::kElems;
-  __shared__ BlockShared sh;
+  SYMMAR_BLOCK_SHARED(BlockShared, sh);
   uint32_t epoch;
   if (!blockBegin(a, &sh, &epoch)) return;
 

@@ -10,7 +10,7 @@ template <typename T, int Op>
 __global__ void __launch_bounds__(kThreads) oneShotAllReduce(KernelArgs a) {
   using Bits = typename T::Bits;
   constexpr size_t vec = Vec<T>::kElems;
-  __shared__ BlockShared sh;
+  SYMMAR_BLOCK_SHARED(BlockShared, sh);
   uint32_t epoch;
   if (!blockBegin(a, &sh, &epoch)) return;
 

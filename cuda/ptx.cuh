@@ -1,14 +1,34 @@
 // PTX behind small typed wrappers: system-scope release/acquire flags, the timer, proxy fences and
 // multimem (NVLink SHARP) loads/stores. Kernels never contain inline asm themselves.
+//
+// Built for the kernel emulator (SYMMAR_EMU), the asm is left out and the header named by
+// SYMMAR_EMU_PTX_HEADER defines the same functions with C++ atomics (tests/emu).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// multimem exists on SM90+ (and in the emulator, which models it).
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(SYMMAR_EMU)
+#define SYMMAR_HAS_MULTIMEM 1
+#endif
+
 namespace symmar {
 namespace gpu {
 namespace ptx {
 
+// Element types and ops of the multimem reductions, as tags.
+struct F32Tag {};
+struct F16Tag {};
+struct BF16Tag {};
+struct OpSum {};
+struct OpMax {};
+struct OpMin {};
+
+template <typename Tag, typename Op>
+struct multimem;
+
+#if !defined(SYMMAR_EMU)
 /// Publishes a flag: orders every earlier write of this thread (and, through a preceding
 /// __syncthreads, of its block) before the flag at system scope, so peers on other GPUs see the data.
 __device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
@@ -29,6 +49,9 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys_u64(const uint64_t* p) {
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+/// The comm's status words (host-mapped memory the host polls): plain volatile accesses.
+__device__ __forceinline__ void st_status(volatile int* p, int v) { *p = v; }
+__device__ __forceinline__ int ld_status(const volatile int* p) { return *p; }
 /// Multicast and unicast addresses alias the same memory: order accesses across the two views.
 __device__ __forceinline__ void fence_proxy_alias() { asm volatile("fence.proxy.alias;" ::: "memory"); }
 
@@ -43,19 +66,9 @@ __device__ __forceinline__ uint4 ld_vec(const void* p) {
 }
 
 // ---- multimem: reductions through the NVSwitch (SM90+, multicast addresses only) ----
-// Element types are tags; f16/bf16 sums accumulate in fp32 inside the switch (.acc::f32), which
-// PTX allows only for add; max/min of f16/bf16 are exact without it. There is no f32 max/min here
-// on purpose: the planner never asks for it.
-struct F32Tag {};
-struct F16Tag {};
-struct BF16Tag {};
-struct OpSum {};
-struct OpMax {};
-struct OpMin {};
-
-template <typename Tag, typename Op>
-struct multimem;
-
+// f16/bf16 sums accumulate in fp32 inside the switch (.acc::f32), which PTX allows only for add;
+// max/min of f16/bf16 are exact without it. There is no f32 max/min here on purpose: the planner
+// never asks for it.
 #define SYMMAR_MULTIMEM_LD_REDUCE(TAG, OP, INSTR)                                    \
   template <>                                                                        \
   struct multimem<TAG, OP> {                                                         \
@@ -84,7 +97,12 @@ SYMMAR_MULTIMEM_LD_REDUCE(BF16Tag, OpMax, "multimem.ld_reduce.relaxed.sys.global
 SYMMAR_MULTIMEM_LD_REDUCE(BF16Tag, OpMin, "multimem.ld_reduce.relaxed.sys.global.min.v4.bf16x2")
 #endif
 #undef SYMMAR_MULTIMEM_LD_REDUCE
+#endif  // !SYMMAR_EMU
 
 }  // namespace ptx
 }  // namespace gpu
 }  // namespace symmar
+
+#if defined(SYMMAR_EMU)
+#include SYMMAR_EMU_PTX_HEADER
+#endif

@@ -156,6 +156,7 @@ symmarResult_t CudaBackend::init() {
   if (have_heap_) {
     SYMMAR_CHECK(heap_.create(comm_, device_, layout_, topo_.peer_access, topo_.topo.multicast != 0, timeout_ms_));
     arena_ = SymmetricArena(layout_.heap_bytes);
+    for (int r = 0; r < comm_.nranks; ++r) bases_.push_back(heap_.base(r));
   }
   topo_.topo.multicast = heap_.multicast() ? 1 : 0;
 
@@ -169,25 +170,19 @@ symmarResult_t CudaBackend::init() {
   return symmarSuccess;
 }
 
-uint64_t CudaBackend::inPlaceDescriptor(const void* send, const void* recv, size_t bytes, symmarAlgo_t algo) const {
-  if (!have_heap_ || algo == symmarAlgoMultimem) return kNoDesc;  // multimem needs equal offsets: staged
-  const uintptr_t heap = reinterpret_cast<uintptr_t>(heap_.base(comm_.rank)) + layout_.heap_off;
-  const uintptr_t s = reinterpret_cast<uintptr_t>(send);
-  const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
-  if (s < heap || s % sched::kVecBytes != 0 || bytes > layout_.heap_bytes || s - heap > layout_.heap_bytes - bytes) {
-    return kNoDesc;
-  }
-  if (!arena_.contains(s - heap, bytes, nullptr)) return kNoDesc;
-  const bool disjoint = s + bytes <= r || r + bytes <= s;
-  // One-shot writes its output while peers may still read its input: only disjoint buffers.
-  // Two-shot overwrites a slice only after every peer has read it: in place is fine as well.
-  if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kNoDesc;
-  return layout_.heap_off + (s - heap);
-}
-
-void CudaBackend::descriptorBounds(size_t bytes, uint64_t* lo, uint64_t* span) const {
-  *lo = layout_.heap_off;
-  *span = have_heap_ && bytes <= layout_.heap_bytes ? layout_.heap_bytes - bytes + 1 : 0;  // 0: none is valid
+LaunchContext CudaBackend::launchContext() const {
+  LaunchContext ctx;
+  ctx.rank = comm_.rank;
+  ctx.world = comm_.nranks;
+  ctx.bases = bases_.data();
+  ctx.mc_base = heap_.multicastBase();
+  ctx.layout = layout_;
+  ctx.have_heap = have_heap_;
+  ctx.arena = &arena_;
+  ctx.state = state_;
+  ctx.status = status_dev_;
+  ctx.timeout_cycles = timeout_cycles_;
+  return ctx;
 }
 
 symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
@@ -200,32 +195,12 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
     if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
     return nccl_.allReduce(comm_, send, recv, count, dtype, op, s);
   }
-  const void* kernel = nullptr;
-  if (algo == symmarAlgoOneShot) kernel = oneShotKernel(dtype, op);
-  if (algo == symmarAlgoTwoShot) kernel = twoShotKernel(dtype, op);
-  if (algo == symmarAlgoMultimem) kernel = heap_.multicast() ? multimemKernel(dtype, op) : nullptr;
+  const void* kernel = kernelOf(algo, dtype, op, heap_.multicast());
   if (!kernel || !topo_.peer_access) {
     return fail(symmarUnsupported, "algorithm %d cannot serve dtype %d op %d on this comm", static_cast<int>(algo),
                 static_cast<int>(dtype), static_cast<int>(op));
   }
-  const size_t elem = symmarTypeSize(dtype);
-  KernelArgs a{};
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.rank = comm_.rank;
-  a.world = comm_.nranks;
-  for (int r = 0; r < comm_.nranks; ++r) a.base[r] = heap_.base(r);
-  a.mc_base = heap_.multicastBase();
-  a.staging_off = layout_.staging_off;
-  a.staging_bytes = layout_.staging_bytes;
-  a.chunk_elems = sched::chunkElems(layout_.staging_bytes, elem, comm_.nranks);
-  a.send_desc = inPlaceDescriptor(send, recv, count * elem, algo);
-  descriptorBounds(count * elem, &a.desc_lo, &a.desc_span);
-  a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
-  a.state = state_;
-  a.status = status_dev_;
-  a.timeout_cycles = timeout_cycles_;
+  KernelArgs a = makeKernelArgs(launchContext(), send, recv, count, dtype, algo);
   void* params[] = {&a};
   SYMMAR_CUDA_TRY(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(nblocks_)), dim3(kThreads), params, 0, s));
   return symmarSuccess;

@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <set>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/comm.h"
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
 #include "gpu/nccl_fallback.h"
+#include "gpu/kernel_launch.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"
 
@@ -36,10 +38,8 @@ class CudaBackend : public Backend {
   symmarResult_t resolveSettings();
   symmarResult_t initBlocks();
   symmarResult_t initDeviceState();
-  /// Offset in this rank's allocation that peers may read send from in place, or kNoDesc.
-  uint64_t inPlaceDescriptor(const void* send, const void* recv, size_t bytes, symmarAlgo_t algo) const;
-  /// The descriptors a peer may publish for a call of bytes bytes: [lo, lo + span), span 0 when none fits.
-  void descriptorBounds(size_t bytes, uint64_t* lo, uint64_t* span) const;
+  /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
+  LaunchContext launchContext() const;
 
   symmarComm& comm_;
   int device_ = -1;
@@ -51,6 +51,7 @@ class CudaBackend : public Backend {
   HeapLayout layout_;
   SymmetricHeap heap_;
   bool have_heap_ = false;
+  std::vector<char*> bases_;  ///< every rank's allocation as mapped here (when have_heap_)
   SymmetricArena arena_;
   std::set<void*> plain_allocs_;  ///< symmarMemAlloc without a heap (ranks on several hosts)
   DeviceState* state_ = nullptr;

@@ -45,17 +45,6 @@ symmarResult_t peerOutcome(symmarResult_t local, int bad, const char* what) {
 
 }  // namespace
 
-HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
-  HeapLayout l;
-  l.pad_off = 0;
-  l.staging_off = roundUp(sched::kSignalPadBytes, 256);
-  l.staging_bytes = staging_bytes;
-  l.heap_off = roundUp(l.staging_off + staging_bytes, 256);
-  l.heap_bytes = heap_bytes;
-  l.total = l.heap_off + heap_bytes;
-  return l;
-}
-
 symmarResult_t SymmetricHeap::create(symmarComm& comm, int device, const HeapLayout& layout, bool map_peers,
                                      bool want_multicast, int timeout_ms) {
   const char* why = "";

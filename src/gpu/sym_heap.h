@@ -11,20 +11,10 @@
 
 #include "core/comm.h"
 #include "gpu/driver.h"
+#include "gpu/kernel_launch.h"
 
 namespace symmar {
 namespace gpu {
-
-struct HeapLayout {
-  size_t pad_off = 0;
-  size_t staging_off = 0;
-  size_t staging_bytes = 0;
-  size_t heap_off = 0;
-  size_t heap_bytes = 0;
-  size_t total = 0;  ///< bytes the layout needs before rounding to the allocation granularity
-};
-/// Pad first, then staging and heap at 256-byte boundaries.
-HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes);
 
 class SymmetricHeap {
  public:

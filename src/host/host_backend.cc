@@ -50,23 +50,28 @@ HostBackend::HostBackend(symmarComm& comm) : comm_(comm), rank_(comm.rank), worl
 
 HostBackend::~HostBackend() {
   if (!heap_ || !heap_->mapped()) return;
-  // Peers still waiting on this rank stop now instead of at their timeout. A failed comm stays
-  // "failed", so no late peer completes a call on this rank's last (abandoned) flags.
+  // Peers still waiting on this rank stop now instead of at their timeout. A comm that failed in
+  // a way this backend did not see (the fallback) is failed from its next barrier on.
   const bool healthy = comm_.failed.load(std::memory_order_acquire) == symmarSuccess;
   uint32_t* state = &heap_->header(rank_)->state;
-  if (healthy && __atomic_load_n(state, __ATOMIC_ACQUIRE) != kSegmentFailed) {
+  if (__atomic_load_n(state, __ATOMIC_ACQUIRE) == kSegmentFailed) return;
+  if (healthy) {
     __atomic_store_n(state, static_cast<uint32_t>(kSegmentLeft), __ATOMIC_RELEASE);
   } else {
-    markFailed();
+    markFailed(sched::nextEpoch(epoch_));
   }
 }
 
-void HostBackend::markFailed() {
-  __atomic_store_n(&heap_->header(rank_)->state, static_cast<uint32_t>(kSegmentFailed), __ATOMIC_RELEASE);
+void HostBackend::markFailed(uint32_t epoch) {
+  SegmentHeader* h = heap_->header(rank_);
+  __atomic_store_n(&h->failed_epoch, epoch, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->state, static_cast<uint32_t>(kSegmentFailed), __ATOMIC_RELEASE);  // publishes the epoch
 }
 
 symmarResult_t HostBackend::failCall(symmarResult_t res) {
-  if (res == symmarTimeout || res == symmarPeerFailure) markFailed();
+  // epoch_ is the barrier of this call that failed or the last one this rank passed: from it on,
+  // this rank contributed nothing peers may complete a call with.
+  if (res == symmarTimeout || res == symmarPeerFailure) markFailed(epoch_);
   return res;
 }
 
@@ -132,18 +137,19 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   return symmarSuccess;
 }
 
-symmarResult_t HostBackend::peerFailed(int peer) {
-  if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentFailed) {
-    return fail(symmarPeerFailure,
-                "rank %d failed this or an earlier call (timeout or peer loss): no rank may complete a call it did not "
-                "finish",
-                peer);
-  }
-  return symmarSuccess;
+symmarResult_t HostBackend::peerFailed(int peer, uint32_t target) {
+  const SegmentHeader* h = heap_->header(peer);
+  if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != kSegmentFailed) return symmarSuccess;
+  if (!sched::epochReached(target, __atomic_load_n(&h->failed_epoch, __ATOMIC_RELAXED))) return symmarSuccess;
+  return fail(symmarPeerFailure,
+              "rank %d failed this call (timeout or peer loss): no rank may complete a call that a peer did not finish",
+              peer);
 }
 
 symmarResult_t HostBackend::peerGone(int peer) {
-  SYMMAR_CHECK(peerFailed(peer));
+  if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentFailed) {
+    return fail(symmarPeerFailure, "rank %d failed a call and will not arrive at this one", peer);
+  }
   if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentLeft) {
     return fail(symmarPeerFailure, "rank %d destroyed its comm before making this call", peer);
   }
@@ -204,7 +210,7 @@ symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
     const int peer = (rank_ + i) % world_;
     symmarResult_t res = waitPeer(peer, slot, epoch_);
     // A flag raised by a rank that then failed the call is no contribution: fail as it did.
-    if (res == symmarSuccess) res = peerFailed(peer);
+    if (res == symmarSuccess) res = peerFailed(peer, epoch_);
     if (res != symmarSuccess) return failCall(res);
   }
   if (sig == 0) return symmarSuccess;

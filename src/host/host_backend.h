@@ -47,15 +47,17 @@ class HostBackend : public Backend {
   uint64_t symmetricOffset(const void* p, size_t bytes) const;
   static uint64_t signature(const Call& c, symmarAlgo_t algo);
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
-  /// symmarPeerFailure when peer has marked itself failed.
-  symmarResult_t peerFailed(int peer);
+  /// symmarPeerFailure when peer failed the call whose barrier has epoch target (or an earlier one
+  /// this rank is still in): its flag at target is then no contribution.
+  symmarResult_t peerFailed(int peer, uint32_t target);
   /// Failed, left without making this call, or exited: why peer will never arrive.
   symmarResult_t peerGone(int peer);
   /// A peer's descriptor must name count elements inside its user heap, or the call fails.
   symmarResult_t checkPeerDesc(int peer, uint64_t desc, const Call& c);
   /// Tells peers this rank failed a call (they must fail it too); returns res.
   symmarResult_t failCall(symmarResult_t res);
-  void markFailed();
+  /// Marks this rank failed from barrier epoch on (peers fail every call that reaches it).
+  void markFailed(uint32_t epoch);
   /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.
   size_t chunkElems(size_t elem) const {
     return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);

@@ -28,6 +28,10 @@ struct FaultCase {
   Fault fault;
 };
 
+void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << "world " << c.world << ", count " << c.count << ", fault " << static_cast<int>(c.fault);
+}
+
 std::string caseName(const testing::TestParamInfo<FaultCase>& info) {
   const char* f[] = {"Kill", "Stop", "Destroy"};
   return std::string(f[static_cast<int>(info.param.fault)]) + "World" + std::to_string(info.param.world) +

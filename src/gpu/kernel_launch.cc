@@ -1,0 +1,78 @@
+#include "gpu/kernel_launch.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
+  HeapLayout l;
+  l.pad_off = 0;
+  l.staging_off = roundUp(sched::kSignalPadBytes, 256);
+  l.staging_bytes = staging_bytes;
+  l.heap_off = roundUp(l.staging_off + staging_bytes, 256);
+  l.heap_bytes = heap_bytes;
+  l.total = l.heap_off + heap_bytes;
+  return l;
+}
+
+uint64_t inPlaceDescriptor(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
+                           symmarAlgo_t algo) {
+  if (!ctx.have_heap || algo == symmarAlgoMultimem) return kNoDesc;  // multimem needs equal offsets: staged
+  const HeapLayout& l = ctx.layout;
+  const uintptr_t heap = reinterpret_cast<uintptr_t>(ctx.bases[ctx.rank]) + l.heap_off;
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send);
+  const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
+  if (s < heap || s % sched::kVecBytes != 0 || bytes > l.heap_bytes || s - heap > l.heap_bytes - bytes) {
+    return kNoDesc;
+  }
+  if (!ctx.arena || !ctx.arena->contains(s - heap, bytes, nullptr)) return kNoDesc;
+  const bool disjoint = s + bytes <= r || r + bytes <= s;
+  // One-shot writes its output while peers may still read its input: only disjoint buffers.
+  // Two-shot overwrites a slice only after every peer has read it: in place is fine as well.
+  if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kNoDesc;
+  return l.heap_off + (s - heap);
+}
+
+void descriptorBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span) {
+  *lo = ctx.layout.heap_off;
+  *span = ctx.have_heap && bytes <= ctx.layout.heap_bytes ? ctx.layout.heap_bytes - bytes + 1 : 0;
+}
+
+KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count,
+                          symmarDataType_t dtype, symmarAlgo_t algo) {
+  const size_t elem = symmarTypeSize(dtype);
+  KernelArgs a{};
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.rank = ctx.rank;
+  a.world = ctx.world;
+  for (int r = 0; r < ctx.world && r < kMaxRanks; ++r) a.base[r] = ctx.bases[r];
+  a.mc_base = ctx.mc_base;
+  a.staging_off = ctx.layout.staging_off;
+  a.staging_bytes = ctx.layout.staging_bytes;
+  a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
+  a.send_desc = inPlaceDescriptor(ctx, send, recv, count * elem, algo);
+  descriptorBounds(ctx, count * elem, &a.desc_lo, &a.desc_span);
+  a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
+  a.state = ctx.state;
+  a.status = ctx.status;
+  a.timeout_cycles = ctx.timeout_cycles;
+  return a;
+}
+
+const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast) {
+  switch (algo) {
+    case symmarAlgoOneShot: return oneShotKernel(dtype, op);
+    case symmarAlgoTwoShot: return twoShotKernel(dtype, op);
+    case symmarAlgoMultimem: return multicast ? multimemKernel(dtype, op) : nullptr;
+    default: return nullptr;
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar

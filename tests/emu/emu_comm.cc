@@ -1,0 +1,86 @@
+#include "emu/emu_comm.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace symmar {
+namespace emu {
+
+EmuComm::EmuComm(const EmuOptions& o) : o_(o), layout_(gpu::makeLayout(o.staging_bytes, o.heap_bytes)) {
+  const size_t bytes = (layout_.total + 4095) / 4096 * 4096;
+  for (int r = 0; r < o.world; ++r) {
+    char* base = static_cast<char*>(std::aligned_alloc(4096, bytes));
+    std::memset(base, 0, bytes);
+    // Every flag starts at the start epoch, as CudaBackend::initDeviceState sets them.
+    for (int b = 0; b < sched::kMaxBlocks; ++b) {
+      for (int s = 0; s < sched::kBarrierSlots; ++s) {
+        std::memcpy(base + layout_.pad_off + sched::flagOffset(b, s), &o.epoch_start, sizeof(o.epoch_start));
+      }
+    }
+    bases_.push_back(base);
+    arenas_.emplace_back(layout_.heap_bytes);
+    auto state = std::make_unique<gpu::DeviceState>();
+    for (uint32_t& e : state->start_epoch) e = o.epoch_start;
+    state->end_epoch = o.epoch_start;
+    state->done_count = 0;
+    states_.push_back(std::move(state));
+  }
+  status_.resize(static_cast<size_t>(o.world));
+  if (o.multicast) {
+    mc_range_.resize(bytes);
+    group_.mc_base = mc_range_.data();
+    group_.bytes = bytes;
+    group_.ranks = bases_;
+    registerMulticast(&group_);
+  }
+}
+
+EmuComm::~EmuComm() {
+  if (o_.multicast) unregisterMulticast(&group_);
+  for (char* b : bases_) std::free(b);
+}
+
+std::vector<char*> EmuComm::symmetricAlloc(size_t bytes) {
+  std::vector<char*> out;
+  for (int r = 0; r < o_.world; ++r) {
+    size_t off = 0;
+    if (!arenas_[static_cast<size_t>(r)].allocate(bytes, &off)) std::abort();
+    out.push_back(bases_[static_cast<size_t>(r)] + layout_.heap_off + off);
+  }
+  return out;
+}
+
+gpu::LaunchContext EmuComm::context(int r) const {
+  gpu::LaunchContext ctx;
+  ctx.rank = r;
+  ctx.world = o_.world;
+  ctx.bases = bases_.data();
+  ctx.mc_base = o_.multicast ? const_cast<char*>(mc_range_.data()) : nullptr;
+  ctx.layout = layout_;
+  ctx.have_heap = true;
+  ctx.arena = &arenas_[static_cast<size_t>(r)];
+  ctx.state = states_[static_cast<size_t>(r)].get();
+  ctx.status = const_cast<int*>(status_[static_cast<size_t>(r)].words);
+  ctx.timeout_cycles = static_cast<long long>(o_.timeout_ms) * 1000000;  // the emulated clock counts ns
+  return ctx;
+}
+
+bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
+  const void* kernel = gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast);
+  if (!kernel) return false;
+  std::vector<int> ranks = launching;
+  if (ranks.empty()) {
+    for (int r = 0; r < o_.world; ++r) ranks.push_back(r);
+  }
+  std::vector<Launch> launches;
+  for (int r : ranks) {
+    gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
+                                            call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
+    launches.push_back(Launch{kernel, o_.blocks, a});
+  }
+  runConcurrently(launches);
+  return true;
+}
+
+}  // namespace emu
+}  // namespace symmar

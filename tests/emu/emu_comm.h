@@ -1,0 +1,72 @@
+// N emulated ranks in one process: allocations laid out exactly like the GPU symmetric heap
+// (signal pad, staging halves, user heap at equal offsets), each rank's DeviceState and status
+// words, an optional multicast group, and calls launched through the same host code as the CUDA
+// backend (gpu/kernel_launch.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "emu/emu_runtime.h"
+#include "gpu/kernel_launch.h"
+
+namespace symmar {
+namespace emu {
+
+struct EmuOptions {
+  int world = 2;
+  int blocks = 2;
+  size_t staging_bytes = 8192;
+  size_t heap_bytes = 1 << 20;
+  uint32_t epoch_start = 0;
+  bool multicast = true;
+  int timeout_ms = 20000;
+};
+
+/// One allreduce as every rank issues it.
+struct EmuCall {
+  symmarAlgo_t algo;
+  symmarDataType_t dtype;
+  symmarRedOp_t op;
+  size_t count;
+  std::vector<const void*> send;  ///< per rank
+  std::vector<void*> recv;        ///< per rank
+};
+
+class EmuComm {
+ public:
+  explicit EmuComm(const EmuOptions& o);
+  ~EmuComm();
+  EmuComm(const EmuComm&) = delete;
+  EmuComm& operator=(const EmuComm&) = delete;
+
+  int world() const { return o_.world; }
+  const EmuOptions& options() const { return o_; }
+  char* base(int r) const { return bases_[static_cast<size_t>(r)]; }
+  /// Allocates bytes of every rank's user heap at the same offset (as symmarMemAlloc does).
+  std::vector<char*> symmetricAlloc(size_t bytes);
+  /// The launch context of rank r (what CudaBackend::launchContext gives).
+  gpu::LaunchContext context(int r) const;
+  /// Builds each rank's KernelArgs with gpu::makeKernelArgs and runs the ranks in `launching`
+  /// (all when empty) concurrently. False when no kernel serves the call.
+  bool run(const EmuCall& call, const std::vector<int>& launching = {});
+  /// Rank r's status words: [0] result code, [1] peer, [2] block.
+  const int* status(int r) const { return status_[static_cast<size_t>(r)].words; }
+  gpu::DeviceState& state(int r) { return *states_[static_cast<size_t>(r)]; }
+
+ private:
+  struct Status {
+    int words[gpu::kStatusWords] = {};
+  };
+  EmuOptions o_;
+  gpu::HeapLayout layout_;
+  std::vector<char*> bases_;
+  std::vector<SymmetricArena> arenas_;
+  std::vector<std::unique_ptr<gpu::DeviceState>> states_;
+  std::vector<Status> status_;
+  std::vector<char> mc_range_;  ///< address range standing for the multicast mapping
+  MulticastGroup group_;
+};
+
+}  // namespace emu
+}  // namespace symmar

@@ -1,0 +1,130 @@
+// The barrier and epoch protocol across calls, on the emulated runtime: a thousand calls with one
+// persistent DeviceState (what CUDA graph replays do) while counts and algorithms change, epochs
+// that wrap past 2^32, a rank that never launches, and a peer publishing a descriptor outside its
+// heap.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emu/emu_check.h"
+#include "emu/emu_comm.h"
+
+namespace symmar {
+namespace emu {
+namespace {
+
+/// Runs calls on one comm, each with fresh inputs, and checks each result.
+class CallRunner {
+ public:
+  explicit CallRunner(EmuComm& comm) : comm_(comm) {
+    for (int r = 0; r < comm.world(); ++r) {
+      send_.emplace_back(kMaxBytes);
+      recv_.emplace_back(kMaxBytes);
+    }
+    sym_ = comm.symmetricAlloc(kMaxBytes);
+  }
+  /// One call; returns "" when every rank got the right result.
+  std::string call(symmarAlgo_t algo, symmarDataType_t dt, symmarRedOp_t op, size_t count, bool symmetric, int n) {
+    EmuCall c{algo, dt, op, count, {}, {}};
+    for (int r = 0; r < comm_.world(); ++r) {
+      char* send = symmetric ? sym_[static_cast<size_t>(r)] : send_[static_cast<size_t>(r)].data();
+      fillInput(dt, send, count, r, n);
+      c.send.push_back(send);
+      c.recv.push_back(recv_[static_cast<size_t>(r)].data());
+    }
+    if (!comm_.run(c)) return "no kernel";
+    for (int r = 0; r < comm_.world(); ++r) {
+      if (comm_.status(r)[0] != 0) return "rank " + std::to_string(r) + " reported a failure";
+    }
+    return checkOutputs(dt, op, count, comm_.world(), n, c.recv);
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = 64 << 10;
+  EmuComm& comm_;
+  std::vector<std::vector<char>> send_, recv_;
+  std::vector<char*> sym_;
+};
+
+}  // namespace
+
+TEST(Protocol, ThousandCallsWithPersistentStateAndChangingShapes) {
+  EmuOptions o;
+  o.world = 3;
+  EmuComm comm(o);
+  CallRunner run(comm);
+  const symmarAlgo_t algos[] = {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem};
+  const size_t counts[] = {1, 513, 4000, 77, 9000, 16};
+  for (int n = 0; n < 1000; ++n) {
+    const symmarAlgo_t algo = algos[(n * 7 + n / 3) % 3];
+    const symmarDataType_t dt = n % 5 == 0 ? symmarFloat16 : symmarFloat32;
+    const std::string wrong = run.call(algo, dt, symmarSum, counts[n % 6], n % 4 == 1, n);
+    ASSERT_EQ(wrong, "") << "call " << n << " (" << symmarAlgoName(algo) << ", count " << counts[n % 6] << ")";
+  }
+  // Every block saw every call: the epochs advanced together.
+  EXPECT_EQ(comm.state(0).end_epoch, 1000u);
+  EXPECT_EQ(comm.state(1).end_epoch, comm.state(2).end_epoch);
+}
+
+TEST(Protocol, EpochsWrapPastTwoToThe32) {
+  EmuOptions o;
+  o.world = 4;
+  o.epoch_start = 0xfffffff0u;
+  EmuComm comm(o);
+  CallRunner run(comm);
+  for (int n = 0; n < 24; ++n) {
+    const symmarAlgo_t algo = n % 3 == 0 ? symmarAlgoOneShot : n % 3 == 1 ? symmarAlgoTwoShot : symmarAlgoMultimem;
+    ASSERT_EQ(run.call(algo, symmarBfloat16, symmarMax, 3000, false, n), "") << "call " << n;
+  }
+  EXPECT_LT(comm.state(0).end_epoch, 100u) << "the done epoch wrapped";
+}
+
+TEST(Protocol, RankThatNeverLaunchesTimesOutTheOthers) {
+  EmuOptions o;
+  o.world = 3;
+  o.timeout_ms = 300;
+  EmuComm comm(o);
+  std::vector<std::vector<char>> buf(3, std::vector<char>(4096));
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    EmuCall c{algo, symmarFloat32, symmarSum, 1000, {}, {}};
+    for (auto& b : buf) {
+      c.send.push_back(b.data());
+      c.recv.push_back(b.data());
+    }
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(comm.run(c, {0, 1}));  // rank 2 never launches
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(secs, 10.0) << "kernels must exit within their bounded spins";
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(comm.status(r)[0], symmarTimeout) << "rank " << r;
+      EXPECT_EQ(comm.status(r)[1], 2) << "rank " << r << " must name the missing peer";
+    }
+  }
+}
+
+// A peer announcing an input "in place" at an offset outside its heap (a corrupted or hostile
+// rank): the others refuse it with symmarPeerFailure naming that rank, before reading anything.
+TEST(Protocol, PeerDescriptorOutsideItsHeapFailsTheCall) {
+  static const uint64_t kHugeOffset = uint64_t{1} << 40;
+  EmuOptions o;
+  o.world = 2;
+  o.timeout_ms = 2000;
+  EmuComm comm(o);
+  // Rank 1 arrives at block 0's first barrier with a descriptor 1 TiB into its allocation.
+  char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
+  uint32_t* flag = reinterpret_cast<uint32_t*>(pad1 + sched::flagOffset(0, sched::kSlotStart));
+  std::memcpy(reinterpret_cast<char*>(flag) + gpu::kDescOffset, &kHugeOffset, sizeof(kHugeOffset));
+  *flag = 1;
+  std::vector<char> send(4096), recv(4096);
+  const gpu::KernelArgs a0 =
+      gpu::makeKernelArgs(comm.context(0), send.data(), recv.data(), 512, symmarFloat32, symmarAlgoTwoShot);
+  runConcurrently({Launch{gpu::kernelOf(symmarAlgoTwoShot, symmarFloat32, symmarSum, false), 1, a0}});
+  EXPECT_EQ(comm.status(0)[0], symmarPeerFailure);
+  EXPECT_EQ(comm.status(0)[1], 1);
+}
+
+}  // namespace emu
+}  // namespace symmar

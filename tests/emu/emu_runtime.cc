@@ -1,0 +1,184 @@
+#include "emu/emu_runtime.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <thread>
+
+namespace symmar {
+namespace emu {
+namespace {
+
+std::mutex g_groups_mutex;
+std::vector<const MulticastGroup*> g_groups;
+
+}  // namespace
+
+void BlockBarrier::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t gen = generation_;
+  if (++arrived_ >= expected_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen; });
+}
+
+void BlockBarrier::leave() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --expected_;
+  if (arrived_ > 0 && arrived_ >= expected_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+  }
+}
+
+ThreadContext& threadContext() {
+  static thread_local ThreadContext ctx;
+  return ctx;
+}
+
+long long clockNanos() {
+  std::this_thread::yield();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void registerMulticast(const MulticastGroup* group) {
+  std::lock_guard<std::mutex> lock(g_groups_mutex);
+  g_groups.push_back(group);
+}
+
+void unregisterMulticast(const MulticastGroup* group) {
+  std::lock_guard<std::mutex> lock(g_groups_mutex);
+  for (auto it = g_groups.begin(); it != g_groups.end(); ++it) {
+    if (*it == group) {
+      g_groups.erase(it);
+      return;
+    }
+  }
+}
+
+std::vector<char*> unicastTargets(const void* mc) {
+  const char* p = static_cast<const char*>(mc);
+  std::lock_guard<std::mutex> lock(g_groups_mutex);
+  for (const MulticastGroup* g : g_groups) {
+    if (p >= g->mc_base && p + 16 <= g->mc_base + g->bytes) {
+      std::vector<char*> out;
+      for (char* base : g->ranks) out.push_back(base + (p - g->mc_base));
+      return out;
+    }
+  }
+  fprintf(stderr, "emulator: multimem access to %p outside every multicast range\n", mc);
+  std::abort();
+}
+
+namespace {
+
+/// Emulated threads are pooled OS threads: a launch hands each one its (block, thread) and waits
+/// for all of them, so thousands of launches do not pay thread creation each time. All of a
+/// launch's threads run at once (the kernels spin on each other, as resident blocks do on a GPU).
+class WorkerPool {
+ public:
+  ~WorkerPool() {
+    for (auto& w : workers_) {
+      {
+        std::lock_guard<std::mutex> lock(w->mutex);
+        w->stop = true;
+      }
+      w->cv.notify_one();
+      w->thread.join();
+    }
+  }
+
+  void run(const std::vector<std::function<void()>>& jobs) {
+    std::lock_guard<std::mutex> serial(run_mutex_);
+    while (workers_.size() < jobs.size()) workers_.push_back(std::make_unique<Worker>(this));
+    {
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      pending_ = jobs.size();
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      Worker& w = *workers_[i];
+      {
+        std::lock_guard<std::mutex> lock(w.mutex);
+        w.job = jobs[i];
+      }
+      w.cv.notify_one();
+    }
+    std::unique_lock<std::mutex> lock(done_mutex_);
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+  }
+
+ private:
+  struct Worker {
+    explicit Worker(WorkerPool* pool) : thread([this, pool] { loop(pool); }) {}
+    void loop(WorkerPool* pool) {
+      for (;;) {
+        std::function<void()> job;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          cv.wait(lock, [&] { return stop || job_set(); });
+          if (stop) return;
+          job.swap(this->job);
+        }
+        job();
+        std::lock_guard<std::mutex> lock(pool->done_mutex_);
+        if (--pool->pending_ == 0) pool->done_cv_.notify_all();
+      }
+    }
+    bool job_set() const { return static_cast<bool>(job); }
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::function<void()> job;
+    bool stop = false;
+    std::thread thread;  // last: starts once the members above exist
+  };
+
+  std::mutex run_mutex_;
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+  size_t pending_ = 0;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+WorkerPool& pool() {
+  static WorkerPool p;
+  return p;
+}
+
+}  // namespace
+
+void runConcurrently(const std::vector<Launch>& launches) {
+  using Kernel = void (*)(gpu::KernelArgs);
+  std::vector<std::unique_ptr<BlockContext>> blocks;
+  std::vector<std::function<void()>> jobs;
+  for (const Launch& l : launches) {
+    const Kernel kernel = reinterpret_cast<Kernel>(const_cast<void*>(l.kernel));
+    for (int b = 0; b < l.blocks; ++b) {
+      blocks.push_back(std::make_unique<BlockContext>(gpu::kThreads));
+      BlockContext* block = blocks.back().get();
+      for (int t = 0; t < gpu::kThreads; ++t) {
+        jobs.emplace_back([=] {
+          ThreadContext& ctx = threadContext();
+          ctx.thread_idx = Dim3{static_cast<unsigned>(t), 0, 0};
+          ctx.block_idx = Dim3{static_cast<unsigned>(b), 0, 0};
+          ctx.block_dim = Dim3{static_cast<unsigned>(gpu::kThreads), 1, 1};
+          ctx.grid_dim = Dim3{static_cast<unsigned>(l.blocks), 1, 1};
+          ctx.block = block;
+          kernel(l.args);
+          block->barrier.leave();
+          ctx.block = nullptr;
+        });
+      }
+    }
+  }
+  pool().run(jobs);
+}
+
+}  // namespace emu
+}  // namespace symmar

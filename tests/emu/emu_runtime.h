@@ -1,0 +1,140 @@
+// The CUDA execution model on the CPU, for compiling the real kernel sources (cuda/*.cu) as host
+// C++: built-in variables, __syncthreads as a real per-block barrier, fences, atomics, the
+// timer, bit casts, and block-shared storage. Threads are std::threads (one per emulated CUDA
+// thread), so ThreadSanitizer checks the kernels' synchronisation under the C++ memory model.
+// Test-only: never part of libsymmar. Include before any kernel source.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <vector_types.h>
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "cuda/kernel_args.h"
+
+namespace symmar {
+namespace emu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+/// __syncthreads for one block. A thread that exits leaves the barrier (as on the GPU, where an
+/// exited thread no longer counts), so a block whose threads return together never hangs.
+class BlockBarrier {
+ public:
+  explicit BlockBarrier(int threads) : expected_(threads) {}
+  void wait();
+  void leave();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int expected_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+/// One emulated block: its barrier and its shared memory.
+struct BlockContext {
+  explicit BlockContext(int threads) : barrier(threads) {}
+  BlockBarrier barrier;
+  alignas(64) unsigned char shared[4096] = {};
+};
+
+/// The built-in variables of the calling emulated thread.
+struct ThreadContext {
+  Dim3 thread_idx, block_idx, block_dim, grid_dim;
+  BlockContext* block = nullptr;
+};
+ThreadContext& threadContext();
+
+/// The block's shared storage, viewed as T (a kernel declares one such object).
+template <typename T>
+T& blockShared() {
+  static_assert(sizeof(T) <= sizeof(BlockContext::shared), "block-shared storage too small");
+  return *reinterpret_cast<T*>(threadContext().block->shared);
+}
+
+/// Nanoseconds of a steady clock; yields, so spinning threads let the others run.
+long long clockNanos();
+
+/// Multicast emulation: a range of "multicast addresses" standing for the same offsets in every
+/// rank's allocation, as a multicast object bound to each rank's memory does.
+struct MulticastGroup {
+  const char* mc_base = nullptr;
+  size_t bytes = 0;
+  std::vector<char*> ranks;  ///< each rank's unicast allocation
+};
+/// Registers a group for the kernels launched after this call (until it is unregistered).
+void registerMulticast(const MulticastGroup* group);
+void unregisterMulticast(const MulticastGroup* group);
+/// Every rank's unicast address behind a multicast address (aborts if none is registered).
+std::vector<char*> unicastTargets(const void* mc);
+
+/// One rank's kernel launch: grid of blocks x kThreads threads.
+struct Launch {
+  const void* kernel;
+  int blocks;
+  gpu::KernelArgs args;
+};
+/// Runs every launch's grid concurrently (as ranks' kernels run at once on their GPUs) and
+/// returns when every emulated thread has exited.
+void runConcurrently(const std::vector<Launch>& launches);
+
+}  // namespace emu
+}  // namespace symmar
+
+// ---- what device code sees ----
+#define threadIdx (::symmar::emu::threadContext().thread_idx)
+#define blockIdx (::symmar::emu::threadContext().block_idx)
+#define blockDim (::symmar::emu::threadContext().block_dim)
+#define gridDim (::symmar::emu::threadContext().grid_dim)
+#define SYMMAR_BLOCK_SHARED(Type, name) Type& name = ::symmar::emu::blockShared<Type>()
+
+#ifndef __global__
+#define __global__
+#endif
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+inline void __syncthreads() { ::symmar::emu::threadContext().block->barrier.wait(); }
+// ThreadSanitizer does not model fences, so under it they are left out: no ordering between the
+// emulated threads may rest on a fence alone (flags, barriers and atomics carry it), and a clean
+// ThreadSanitizer run shows that the kernels' ordering holds without them.
+#if defined(__SANITIZE_THREAD__)
+inline void __threadfence() {}
+inline void __threadfence_system() {}
+#else
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#endif
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_acq_rel);
+}
+inline long long clock64() { return ::symmar::emu::clockNanos(); }
+[[noreturn]] inline void __trap() { std::abort(); }
+inline float __uint_as_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof(f));
+  return f;
+}
+inline uint32_t __float_as_uint(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  return b;
+}
