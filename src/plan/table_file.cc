@@ -83,8 +83,11 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
   for (const json* x : items) {
     if (!x->is_number_integer()) return r.bad(where + ".world", "entries must be integers");
     // Compared as 64-bit values: narrowing first would read 4294967298 as 2.
-    if (x->is_number_unsigned() ? x->get<uint64_t>() > static_cast<uint64_t>(kMaxTableWorld)
-                                : (x->get<int64_t>() < kMinTableWorld || x->get<int64_t>() > kMaxTableWorld)) {
+    const uint64_t u = x->get<uint64_t>();
+    const int64_t i = x->get<int64_t>();
+    const bool in_range = x->is_number_unsigned() ? u >= kMinTableWorld && u <= kMaxTableWorld
+                                                  : i >= kMinTableWorld && i <= kMaxTableWorld;
+    if (!in_range) {
       return r.bad(where + ".world", "world size " + x->dump() + " outside 2..8");
     }
     worlds.push_back(x->get<int>());

@@ -19,14 +19,7 @@
 
 #include "core/env.h"
 #include "plan/table.h"
-
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                      \
-    }                                                                               \
-  } while (0)
+#include "fuzz/fuzz_check.h"
 
 namespace {
 

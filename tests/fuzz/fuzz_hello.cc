@@ -18,14 +18,7 @@
 #include <vector>
 
 #include "bootstrap/wire.h"
-
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                      \
-    }                                                                               \
-  } while (0)
+#include "fuzz/fuzz_check.h"
 
 namespace sw = symmar::wire;
 
