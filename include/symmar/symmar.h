@@ -106,6 +106,12 @@ typedef struct {
 const char* symmarGetErrorString(symmarResult_t result);
 /** Detail of this comm's last failure ("" if none). NULL comm: the calling thread's last failure. */
 const char* symmarGetLastError(symmarComm_t comm);
+/**
+ * Records text as the calling thread's last error and returns code. For code that runs inside a
+ * symmar call on the library's behalf (a fallback allreduce, an engine allgather, libsymmar_mpi):
+ * the text then reaches symmarGetLastError of the comm (or of NULL) like the library's own.
+ */
+symmarResult_t symmarReportError(symmarResult_t code, const char* text);
 /** Writes SYMMAR_VERSION_CODE of the loaded library. */
 symmarResult_t symmarGetVersion(int* version);
 /** "auto","oneshot","twoshot","multimem","nccl","mpi"; "unknown" for out-of-range values. */

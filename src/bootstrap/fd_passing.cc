@@ -11,10 +11,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <random>
 
 #include "bootstrap/bootstrap.h"
@@ -177,7 +177,8 @@ symmarResult_t exchangeFds(Bootstrap& bootstrap, uint64_t nonce, int own_fd, int
   symmarResult_t gathered = bootstrap.allGather(peers.data(), sizeof(FdPeerInfo));
   if (res == symmarSuccess) res = gathered;
   for (int r = 0; r < n && res == symmarSuccess; ++r) {
-    if (!peers[r].ok) res = fail(symmarSystemError, "fd passing: rank %d could not take part (no socket or descriptor)", r);
+    if (!peers[r].ok)
+      res = fail(symmarSystemError, "fd passing: rank %d could not take part (no socket or descriptor)", r);
   }
   FdPayload payload{kFdMagic, rank, {mine.key[0], mine.key[1]}};
   // Sends never block: a receive queue filled by someone else must not stall this rank, and two

@@ -216,7 +216,9 @@ symmarResult_t createTcpBootstrap(const symmarUniqueId& raw, int rank, int nrank
                                   std::unique_ptr<Bootstrap>* out) {
   IdPayload id{};
   const char* why = nullptr;
-  if (wire::decodeId(raw, &id, &why) != symmarSuccess) return fail(symmarInvalidArgument, "unique id is corrupt (%s)", why);
+  if (wire::decodeId(raw, &id, &why) != symmarSuccess) {
+    return fail(symmarInvalidArgument, "unique id is corrupt (%s)", why);
+  }
   auto boot = std::make_unique<TcpBootstrap>(rank, nranks, timeout_ms);
   if (nranks > 1) SYMMAR_CHECK(rank == 0 ? boot->acceptAll(id) : boot->connectRoot(id));
   *out = std::move(boot);

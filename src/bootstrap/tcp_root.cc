@@ -104,9 +104,12 @@ void sendAck(int fd, symmarResult_t res, wire::AckReason reason, int nranks, int
 
 wire::AckReason refusal(wire::HelloVerdict v) {
   switch (v) {
-    case wire::HelloVerdict::kDuplicate: return wire::kAckDuplicate;
-    case wire::HelloVerdict::kWrongSize: return wire::kAckWrongSize;
-    default: return wire::kAckBadRank;
+    case wire::HelloVerdict::kDuplicate:
+      return wire::kAckDuplicate;
+    case wire::HelloVerdict::kWrongSize:
+      return wire::kAckWrongSize;
+    default:
+      return wire::kAckBadRank;
   }
 }
 
@@ -132,13 +135,15 @@ symmarResult_t RootListener::claim(uint64_t nonce) {
   if (claim_ < 0) return fail(symmarSystemError, "bootstrap: socket failed: %s", strerror(errno));
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "symmar-id-%016llx", static_cast<unsigned long long>(nonce));
+  int n =
+      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "symmar-id-%016llx", static_cast<unsigned long long>(nonce));
   const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
   if (bind(claim_, reinterpret_cast<sockaddr*>(&sa), len) == 0) return symmarSuccess;
   const int err = errno;
   closeFd(&claim_);
   if (err == EADDRINUSE) {
-    return fail(symmarInvalidUsage, "bootstrap: another rank 0 on this host already serves a comm with this unique id: "
+    return fail(symmarInvalidUsage,
+                "bootstrap: another rank 0 on this host already serves a comm with this unique id: "
                 "a unique id serves exactly one comm (make one id per comm)");
   }
   return fail(symmarSystemError, "bootstrap: claiming the unique id failed: %s", strerror(err));
@@ -220,7 +225,8 @@ void RootListener::serve(uint64_t nonce, int nranks) {
     for (const Arrival& a : arrivals) {
       const wire::HelloVerdict v = wire::judgeHello(a.hello, nonce, nranks, all_taken);
       if (v != wire::HelloVerdict::kStray) {
-        SYMMAR_WARN(kSubsysBoot, "bootstrap: refused rank %d: %s", a.hello.rank, wire::ackReasonText(wire::kAckComplete));
+        SYMMAR_WARN(kSubsysBoot, "bootstrap: refused rank %d: %s", a.hello.rank,
+                    wire::ackReasonText(wire::kAckComplete));
         sendAck(a.fd, symmarInvalidUsage, wire::kAckComplete, nranks, 100);
       }
       close(a.fd);

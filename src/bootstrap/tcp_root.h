@@ -37,7 +37,7 @@ class RootListener {
 
   int listener_ = -1;
   std::unique_ptr<HelloReader> reader_;  // connections not yet judged, kept across formation
-  int claim_ = -1;  // abstract Unix socket named after the id's nonce: bound by one process at a time
+  int claim_ = -1;          // abstract Unix socket named after the id's nonce: bound by one process at a time
   int wake_[2] = {-1, -1};  // a pipe: destruction writes to it to stop the service thread
   std::thread thread_;
 };

@@ -21,6 +21,11 @@ symmarResult_t fail(symmarResult_t code, const char* fmt, ...) {
   return code;
 }
 
+void traceCheckFailed(const char* file, int line, symmarResult_t code) {
+  if (!logEnabled(LogLevel::kTrace, kSubsysAll)) return;
+  logf(LogLevel::kTrace, kSubsysAll, "%s:%d -> %s", file, line, symmarGetErrorString(code));
+}
+
 const std::string& threadLastError() { return t_last_error; }
 void clearThreadLastError() { t_last_error.clear(); }
 

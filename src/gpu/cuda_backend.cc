@@ -8,6 +8,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/names.h"
 #include "gpu/agree.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
@@ -197,8 +198,8 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   }
   const void* kernel = kernelOf(algo, dtype, op, heap_.multicast());
   if (!kernel || !topo_.peer_access) {
-    return fail(symmarUnsupported, "algorithm %d cannot serve dtype %d op %d on this comm", static_cast<int>(algo),
-                static_cast<int>(dtype), static_cast<int>(op));
+    return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
+                dtypeName(dtype), opName(op));
   }
   KernelArgs a = makeKernelArgs(launchContext(), send, recv, count, dtype, algo);
   void* params[] = {&a};

@@ -42,8 +42,8 @@ void descriptorBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint
   *span = ctx.have_heap && bytes <= ctx.layout.heap_bytes ? ctx.layout.heap_bytes - bytes + 1 : 0;
 }
 
-KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count,
-                          symmarDataType_t dtype, symmarAlgo_t algo) {
+KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                          symmarAlgo_t algo) {
   const size_t elem = symmarTypeSize(dtype);
   KernelArgs a{};
   a.send = send;
@@ -67,10 +67,14 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast) {
   switch (algo) {
-    case symmarAlgoOneShot: return oneShotKernel(dtype, op);
-    case symmarAlgoTwoShot: return twoShotKernel(dtype, op);
-    case symmarAlgoMultimem: return multicast ? multimemKernel(dtype, op) : nullptr;
-    default: return nullptr;
+    case symmarAlgoOneShot:
+      return oneShotKernel(dtype, op);
+    case symmarAlgoTwoShot:
+      return twoShotKernel(dtype, op);
+    case symmarAlgoMultimem:
+      return multicast ? multimemKernel(dtype, op) : nullptr;
+    default:
+      return nullptr;
   }
 }
 

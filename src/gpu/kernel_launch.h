@@ -46,8 +46,8 @@ uint64_t inPlaceDescriptor(const LaunchContext& ctx, const void* send, const voi
 /// none fits.
 void descriptorBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span);
 /// Everything a kernel needs for one call.
-KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count,
-                          symmarDataType_t dtype, symmarAlgo_t algo);
+KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                          symmarAlgo_t algo);
 /// The kernel serving (algo, dtype, op), or nullptr (no such kernel, or multimem without multicast).
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast);
 

@@ -7,6 +7,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/names.h"
 #include "core/log.h"
 #include "gpu/agree.h"
 
@@ -114,7 +115,7 @@ symmarResult_t NcclFallback::allReduce(symmarComm& comm, const void* send, void*
                                        symmarDataType_t dtype, symmarRedOp_t op, cudaStream_t stream) {
   if (!lib_) return fail(symmarUnsupported, "the NCCL fallback is not available (libnccl not loaded)");
   int type = ncclType(dtype);
-  if (type < 0) return fail(symmarInvalidArgument, "data type %d has no NCCL equivalent", static_cast<int>(dtype));
+  if (type < 0) return fail(symmarInvalidArgument, "data type %s has no NCCL equivalent", dtypeName(dtype));
   SYMMAR_CHECK(ensureComm(comm));
   int res = all_reduce_(send, recv, count, type, ncclOp(op), comm_, stream);
   if (res != kNcclSuccess) return ncclFailure(res, "ncclAllReduce");

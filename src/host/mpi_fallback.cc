@@ -2,6 +2,7 @@
 // Built against the public C API only.
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -13,6 +14,16 @@ namespace {
 struct MpiState {
   MPI_Comm comm = MPI_COMM_NULL;
 };
+
+/// Fails with code, the text naming what failed and, for an MPI error, MPI's own words for it.
+symmarResult_t mpiFailure(symmarResult_t code, const char* what, int mpi_error = MPI_SUCCESS) {
+  char text[MPI_MAX_ERROR_STRING + 160];
+  char mpi_text[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (mpi_error != MPI_SUCCESS) MPI_Error_string(mpi_error, mpi_text, &len);
+  snprintf(text, sizeof(text), "libsymmar_mpi: %s%s%s", what, len ? ": " : "", mpi_text);
+  return symmarReportError(code, text);
+}
 
 int mpiAllGather(const void* send, void* recv, size_t bytes, void* user) {
   MPI_Comm comm = static_cast<MpiState*>(user)->comm;
@@ -68,9 +79,8 @@ symmarResult_t mpiAllReduce(const void* send, void* recv, size_t count, symmarDa
   for (size_t done = 0; done < count; done += kMaxCount) {
     int n = static_cast<int>(count - done < kMaxCount ? count - done : kMaxCount);
     const void* src = in == MPI_IN_PLACE ? MPI_IN_PLACE : s + done * elem;
-    if (MPI_Allreduce(src, const_cast<char*>(r) + done * elem, n, type, mop, comm) != MPI_SUCCESS) {
-      return symmarSystemError;
-    }
+    const int rc = MPI_Allreduce(src, const_cast<char*>(r) + done * elem, n, type, mop, comm);
+    if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "MPI_Allreduce failed", rc);
   }
   return symmarSuccess;
 }
@@ -86,18 +96,21 @@ void releaseState(void* user) {
 }  // namespace
 
 extern "C" symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_comm, const symmarConfig_t* config) {
-  if (!comm) return symmarInvalidArgument;
+  if (!comm) return mpiFailure(symmarInvalidArgument, "symmarCommInitMpi: comm is NULL");
   *comm = nullptr;
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized || mpi_comm == MPI_COMM_NULL) return symmarInvalidUsage;
+  if (!initialized) return mpiFailure(symmarInvalidUsage, "symmarCommInitMpi: MPI is not initialized (MPI_Init first)");
+  if (mpi_comm == MPI_COMM_NULL) return mpiFailure(symmarInvalidUsage, "symmarCommInitMpi: mpi_comm is MPI_COMM_NULL");
   MpiState* state = new (std::nothrow) MpiState;
-  if (!state) return symmarOutOfMemory;
+  if (!state) return mpiFailure(symmarOutOfMemory, "symmarCommInitMpi: out of host memory");
   int rank = 0, size = 0;
-  if (MPI_Comm_dup(mpi_comm, &state->comm) != MPI_SUCCESS || MPI_Comm_rank(state->comm, &rank) != MPI_SUCCESS ||
-      MPI_Comm_size(state->comm, &size) != MPI_SUCCESS) {
+  int rc = MPI_Comm_dup(mpi_comm, &state->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(state->comm, &rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(state->comm, &size);
+  if (rc != MPI_SUCCESS) {
     delete state;
-    return symmarSystemError;
+    return mpiFailure(symmarSystemError, "symmarCommInitMpi: duplicating the MPI communicator failed", rc);
   }
   symmarResult_t res = symmarCommInitExternal(comm, size, rank, mpiAllGather, state, config);
   if (res == symmarSuccess) res = symmarCommSetFallback(*comm, mpiAllReduce, releaseState, state);

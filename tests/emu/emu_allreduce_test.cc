@@ -74,7 +74,8 @@ TEST_P(Kernels, MatchFloat64ReferenceOnEveryRank) {
   const size_t bytes = c.count * elem;
   const size_t offset = c.mode == Mode::kMisaligned ? elem : 0;
   std::vector<std::unique_ptr<Guarded>> sends, recvs;
-  std::vector<char*> sym = c.mode == Mode::kSymmetricInput ? comm.symmetricAlloc(bytes ? bytes : 1) : std::vector<char*>();
+  std::vector<char*> sym =
+      c.mode == Mode::kSymmetricInput ? comm.symmetricAlloc(bytes ? bytes : 1) : std::vector<char*>();
   EmuCall call{c.algo, c.dtype, c.op, c.count, {}, {}};
   for (int r = 0; r < c.world; ++r) {
     sends.push_back(std::make_unique<Guarded>(bytes, offset));

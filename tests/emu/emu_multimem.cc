@@ -1,3 +1,3 @@
 // cuda/multimem.cu, compiled unchanged as host C++ on the emulated CUDA runtime.
-#include "emu/emu_runtime.h"
 #include "cuda/multimem.cu"
+#include "emu/emu_runtime.h"

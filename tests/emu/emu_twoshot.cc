@@ -1,3 +1,3 @@
 // cuda/twoshot.cu, compiled unchanged as host C++ on the emulated CUDA runtime.
-#include "emu/emu_runtime.h"
 #include "cuda/twoshot.cu"
+#include "emu/emu_runtime.h"

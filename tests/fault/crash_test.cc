@@ -118,7 +118,8 @@ TEST(Crash, DestroyRacingCallsIsRefusedNotFreedUnderThem) {
       while (!go.load()) {
       }
       for (int i = 0; i < 2000; ++i) {
-        symmarResult_t res = symmarAllReduce(buf.data(), buf.data(), buf.size(), symmarFloat32, symmarSum, comm, nullptr);
+        symmarResult_t res =
+            symmarAllReduce(buf.data(), buf.data(), buf.size(), symmarFloat32, symmarSum, comm, nullptr);
         if (res != symmarSuccess && res != symmarInvalidUsage) bad.fetch_add(1);
         int rank = -1;
         res = symmarCommRank(comm, &rank);

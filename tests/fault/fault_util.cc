@@ -24,7 +24,8 @@ symmarResult_t checkedAllReduce(symmarComm_t comm, int rank, int world, size_t c
                                 symmarAlgo_t algo) {
   std::vector<float> buf(count);
   for (size_t i = 0; i < count; ++i) buf[i] = inputOf(rank, iteration, i);
-  symmarResult_t res = symmarAllReduceAlgo(buf.data(), buf.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr);
+  symmarResult_t res =
+      symmarAllReduceAlgo(buf.data(), buf.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr);
   *wrong = false;
   if (res != symmarSuccess) return res;
   for (size_t i = 0; i < count; ++i) {

@@ -165,8 +165,8 @@ char* ownSegment() {
 // over (count, dtype, op, algorithm), never 0.
 uint64_t twoShotSignature(size_t count) {
   uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum},
-                     uint64_t{symmarAlgoTwoShot}}) {
+  for (uint64_t v :
+       {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum}, uint64_t{symmarAlgoTwoShot}}) {
     h = (h ^ v) * 1099511628211ull;
   }
   return h | 1;
@@ -188,8 +188,8 @@ TEST(SilentWrong, PeerDescriptorOutsideItsHeapIsRefused) {
       if (!seg) return 20;
       namespace sched = symmar::sched;
       const uint32_t epoch = 1;  // the first barrier after a start epoch of 0
-      uint32_t* flag = reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes +
-                                                   sched::flagOffset(0, sched::kSlotStart));
+      uint32_t* flag =
+          reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
       auto* words = reinterpret_cast<char*>(flag);
       const uint64_t desc = uint64_t{1} << 40;
       const uint64_t sig = twoShotSignature(kCount);

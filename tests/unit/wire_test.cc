@@ -1,6 +1,8 @@
 // The unique-id bootstrap's wire: ids, hellos and acks are judged before use; a rank 0 that sends
 // garbage (INT32_MIN, unknown codes) gets a clear error, never undefined behaviour; unused ids do
 // not pile up listening sockets.
+#include "bootstrap/wire.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -14,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/wire.h"
 #include "symmar/symmar.h"
 
 using namespace symmar;
