@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/names.h"
+
 #ifdef SYMMAR_PERF_WITH_MPI
 #include <mpi.h>
 
@@ -16,8 +18,10 @@
 namespace perf {
 namespace {
 
-const char* const kTypes[] = {"float", "half", "bfloat16", "int32", "double"};
-const char* const kOps[] = {"sum", "max", "min"};
+// nccl-tests' dtype names: the output columns use them, so runs line up with nccl-tests' tables,
+// and -d accepts them next to the library's own names.
+const char* const kNcclTestsTypes[] = {"float", "half", "bfloat16", "int32", "double"};
+static_assert(sizeof(kNcclTestsTypes) / sizeof(kNcclTestsTypes[0]) == symmarNumTypes, "a dtype lacks a name");
 
 bool underMpi() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
 
@@ -34,11 +38,15 @@ bool parseBytes(const char* s, size_t* out) {
   return true;
 }
 
-int lookup(const char* const* names, int n, const char* v) {
-  for (int i = 0; i < n; ++i) {
-    if (!strcmp(names[i], v)) return i;
+bool parseDtype(const char* v, symmarDataType_t* dtype) {
+  if (symmar::parseDtypeName(v, dtype)) return true;
+  for (int i = 0; i < symmarNumTypes; ++i) {
+    if (!strcmp(kNcclTestsTypes[i], v)) {
+      *dtype = static_cast<symmarDataType_t>(i);
+      return true;
+    }
   }
-  return -1;
+  return false;
 }
 
 bool parseAlgos(const char* v, Options* o) {
@@ -49,15 +57,12 @@ bool parseAlgos(const char* v, Options* o) {
   for (;;) {
     size_t comma = list.find(',', pos);
     std::string name = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    int found = -1;
-    for (int t = 0; t < symmarNumAlgos; ++t) {
-      if (name == symmarAlgoName(static_cast<symmarAlgo_t>(t))) found = t;
-    }
-    if (found < 0) {
+    symmarAlgo_t algo;
+    if (!symmar::parseAlgoName(name.c_str(), &algo)) {
       fprintf(stderr, "unknown algorithm %s\n", name.c_str());
       return false;
     }
-    o->algos.push_back(static_cast<symmarAlgo_t>(found));
+    o->algos.push_back(algo);
     if (comma == std::string::npos) return true;
     pos = comma + 1;
   }
@@ -104,8 +109,7 @@ int launchThreads(const Options& opt, const RankBody& body) {
 
 }  // namespace
 
-const char* typeName(symmarDataType_t t) { return kTypes[t]; }
-const char* opName(symmarRedOp_t o) { return kOps[o]; }
+const char* typeName(symmarDataType_t t) { return kNcclTestsTypes[t]; }
 
 void startLauncher(int* argc, char*** argv) {
 #ifdef SYMMAR_PERF_WITH_MPI
@@ -119,7 +123,8 @@ void startLauncher(int* argc, char*** argv) {
 void printUsage(const char* prog, const char* extra_usage) {
   printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-G 0|1]\n"
          "          [-A algos] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]%s\n"
-         "  sizes take K/M/G suffixes; dtype: float half bfloat16 int32 double; op: sum max min\n"
+         "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
+         "  double); op: sum max min\n"
          "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
          "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n",
          prog, extra_usage);
@@ -154,17 +159,9 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "--device") o->device = v;
     else if (a == "--local-world") o->local_world = atoi(v);
     else if (a == "-A") ok = parseAlgos(v, o);
-    else if (a == "-d") {
-      int t = lookup(kTypes, symmarNumTypes, v);
-      ok = t >= 0;
-      if (ok) o->dtype = static_cast<symmarDataType_t>(t);
-    } else if (a == "-o") {
-      int t = lookup(kOps, symmarNumOps, v);
-      ok = t >= 0;
-      if (ok) o->op = static_cast<symmarRedOp_t>(t);
-    } else {
-      ok = extra && extra(a, v);
-    }
+    else if (a == "-d") ok = parseDtype(v, &o->dtype);
+    else if (a == "-o") ok = symmar::parseOpName(v, &o->op);
+    else ok = extra && extra(a, v);
     if (!ok) {
       fprintf(stderr, "bad flag or value: %s %s\n", a.c_str(), v);
       return false;

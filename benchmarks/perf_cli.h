@@ -22,7 +22,7 @@ using RankBody = std::function<int(Group& group, symmarComm_t comm, int gpu_devi
 /// returns the process exit status (non-zero if any rank failed).
 int launch(const Options& opt, const RankBody& body);
 
+/// nccl-tests' name of t ("float", "half", ...), for output that lines up with nccl-tests'.
 const char* typeName(symmarDataType_t t);
-const char* opName(symmarRedOp_t o);
 
 }  // namespace perf

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "perf_cli.h"
 
 namespace {
@@ -35,7 +36,7 @@ void printResults(const Options& opt, const std::vector<Result>& results) {
              "busbw(GB/s)", "#wrong", r.algo == symmarAlgoAuto ? "  plan" : "");
     }
     printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(opt.dtype),
-           perf::opName(opt.op), r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+           symmar::opName(opt.op), r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
     if (r.algo == symmarAlgoAuto) printf("  %s", symmarAlgoName(r.planned));
     printf("\n");
     bw_sum += r.busbw_gbs;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
       char host[128] = "";
       gethostname(host, sizeof(host) - 1);
       printf("# symmar_perf: %d ranks (%s) on %s, %s %s, iters %d, warmup %d, check %d, graph %d\n", group.size(),
-             launch_desc, host, perf::typeName(opt.dtype), perf::opName(opt.op), opt.iters, opt.warmup, opt.check,
+             launch_desc, host, perf::typeName(opt.dtype), symmar::opName(opt.op), opt.iters, opt.warmup, opt.check,
              opt.graph);
       printf("# %s\n#\n", desc);
       if (ok) printResults(opt, results);

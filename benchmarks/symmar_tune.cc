@@ -9,27 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "perf_cli.h"
+#include "plan/table.h"
 #include "tune_table.h"
-
-namespace {
-
-std::string archKey(const symmarTopology_t& t) {
-  if (t.link == symmarLinkHostMemory) return "host";
-  return "sm" + std::to_string(t.cc_major * 10 + t.cc_minor);
-}
-
-const char* linkKey(symmarLink_t l) {
-  switch (l) {
-    case symmarLinkNvSwitch: return "nvswitch";
-    case symmarLinkNvLink: return "nvlink";
-    case symmarLinkPcie: return "pcie";
-    case symmarLinkHostMemory: return "host";
-    default: return "unknown";
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   perf::startLauncher(&argc, &argv);
@@ -76,7 +59,11 @@ int main(int argc, char** argv) {
     std::string source = std::string("symmar_tune on ") + host + " " + date + ", " + perf::typeName(opt.dtype) +
                          ", margin " + std::to_string(margin);
     auto entries = tune::tuneRow(m, margin);
-    std::ofstream(out) << tune::tableFileJson(archKey(topo), linkKey(topo.link), group.size(), entries, source);
+    // The row key the planner looks up for this comm (Tables::resolve): host ranks share one arch.
+    const int arch =
+        topo.link == symmarLinkHostMemory ? symmar::kArchHost : symmar::archOf(topo.cc_major, topo.cc_minor);
+    std::ofstream(out) << tune::tableFileJson(symmar::archKeyName(arch), symmar::linkName(topo.link), group.size(),
+                                              entries, source);
     printf("symmar_tune: wrote %s:", out.c_str());
     for (const auto& e : entries) printf(" %s<=%llu", symmarAlgoName(e.algo), static_cast<unsigned long long>(e.max_bytes));
     printf("\n");

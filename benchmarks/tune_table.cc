@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "plan/table.h"
+
 namespace tune {
 namespace {
 
@@ -53,7 +55,7 @@ std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double 
     }
     return c;
   };
-  while (runs.size() > static_cast<size_t>(4)) {
+  while (runs.size() > static_cast<size_t>(symmar::kMaxTableEntries)) {
     double best_cost = 1e301;
     size_t victim = 0, heir = 0;
     for (size_t i = 0; i < runs.size(); ++i) {

@@ -14,7 +14,7 @@
 
 #include "cuda/kernel_args.h"
 #include "cuda/ptx.cuh"
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "cuda/vec.cuh"
 
 namespace symmar {

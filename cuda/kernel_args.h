@@ -4,14 +4,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
 namespace gpu {
 
-/// Most ranks a symmetric kernel serves (the tables cover world sizes 2..8).
-constexpr int kMaxRanks = 8;
+constexpr int kMaxRanks = sched::kMaxRanks;
 /// Threads per block of every allreduce kernel (launch bounds use it too). Every loop strides by
 /// it, so the kernel emulator may run smaller blocks (at least kMaxRanks threads: one per peer).
 #if defined(SYMMAR_EMU_THREADS)

@@ -1,11 +1,15 @@
 // symmar_tables: prints the built-in size tables (plus an optional table file) as Markdown.
-// docs/tables.md is this program's output.
+// docs/tables.md is this program's output (the ctest tables_doc_is_current keeps it so).
+// The sections are the tables' own arch keys (knownArchs), so a table file's new architecture gets
+// its section with no edit here.
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/names.h"
+#include "plan/arch.h"
 #include "plan/table.h"
 
 using namespace symmar;
@@ -27,6 +31,15 @@ std::string entriesText(const TableRow& row) {
   return text.empty() ? "(fallback only)" : text;
 }
 
+// What serves a key that has no row of its own: the arch of the row the lookup chain picks, or
+// the fallback alone. Only GPU arches have a chain below them; default and host end it.
+std::string servedBy(const Tables& tables, int arch, symmarLink_t link, int world) {
+  if (arch == kArchDefault || arch == kArchHost) return "fallback only";
+  const TableRow* row = tables.resolve(arch / 10, arch % 10, link, world);
+  if (row->link != link) return "fallback only";  // the chain's empty row
+  return archKeyName(row->arch) + " rows";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,20 +54,51 @@ int main(int argc, char** argv) {
          "serves (NCCL on GPUs, MPI on the host backend; without a fallback the last symmetric algorithm,\n"
          "chunked). An unavailable multimem (no multicast) is served by twoshot. Lookup: exact capability ->\n"
          "family (major) -> default.\n\n");
-  std::map<std::string, std::map<std::string, std::string>> sources;  // arch -> link -> sources
-  for (int arch : {90, 100, 103, 120, 121, kArchDefault, kArchHost}) {
-    printf("## %s\n\n| link | world | algorithms |\n|---|---|---|\n", archKeyName(arch).c_str());
-    for (symmarLink_t link : {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie, symmarLinkHostMemory}) {
+  for (int arch : knownArchs(tables)) {
+    const std::vector<symmarLink_t> links =
+        arch == kArchHost ? std::vector<symmarLink_t>{symmarLinkHostMemory}
+                          : std::vector<symmarLink_t>{symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie};
+    std::map<std::string, std::string> sources;  // link -> sources
+    std::string table, served;
+    for (symmarLink_t link : links) {
+      std::string run_by;  // keys without a row, as runs of worlds served alike: "nvlink 2-8: sm100 rows"
+      int run_first = 0, run_last = 0;
+      auto flush = [&] {
+        if (run_by.empty()) return;
+        std::string worlds = std::to_string(run_first) + (run_last > run_first ? "-" + std::to_string(run_last) : "");
+        served += "- " + std::string(linkName(link)) + " " + worlds + ": " + run_by + "\n";
+        run_by.clear();
+      };
       for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
         const TableRow* row = tables.find(arch, link, w);
-        if (!row) continue;
-        printf("| %s | %d | %s |\n", linkName(link), w, entriesText(*row).c_str());
-        std::string& s = sources[archKeyName(arch)][linkName(link)];
+        if (!row) {
+          std::string by = servedBy(tables, arch, link, w);
+          if (by != run_by || run_last != w - 1) {
+            flush();
+            run_by = by;
+            run_first = w;
+          }
+          run_last = w;
+          continue;
+        }
+        flush();
+        table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " | " + entriesText(*row) + " |\n";
+        std::string& s = sources[linkName(link)];
         if (s.find(row->source) == std::string::npos) s += (s.empty() ? "" : "; ") + row->source;
       }
+      flush();
     }
-    printf("\nSources:\n");
-    for (const auto& [link, src] : sources[archKeyName(arch)]) printf("- %s: %s\n", link.c_str(), src.c_str());
+    printf("## %s\n\n", archKeyName(arch).c_str());
+    if (table.empty()) {
+      printf("No rows of its own.\n");
+    } else {
+      printf("| link | world | algorithms |\n|---|---|---|\n%s", table.c_str());
+    }
+    if (!served.empty()) printf("\nServed by the lookup chain (no row here):\n%s", served.c_str());
+    if (!sources.empty()) {
+      printf("\nSources:\n");
+      for (const auto& [link, src] : sources) printf("- %s: %s\n", link.c_str(), src.c_str());
+    }
     printf("\n");
   }
   return 0;

@@ -55,7 +55,14 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
                 fn, symmarAlgoName(algo), dtypeName(dtype), opName(op), linkName(comm->topo.link), comm->topo.cc_major,
                 comm->topo.cc_minor, comm->topo.multicast);
   }
-  symmarResult_t res = comm->backend->allReduce(send, recv, count, dtype, op, algo, stream);
+  symmarResult_t res = symmarSuccess;
+  if (algo == symmarAlgoMpi) {  // the engine's or libsymmar_mpi's fallback, held by the comm
+    if (stream != nullptr) return fail(symmarInvalidArgument, "%s: the mpi fallback takes no stream (NULL)", fn);
+    res = comm->fallback_fn(send, recv, count, dtype, op, comm->fallback_user);
+    if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
+  } else {
+    res = comm->backend->allReduce(send, recv, count, dtype, op, algo, stream);
+  }
   noteFailure(comm, res);
   return res;
 }

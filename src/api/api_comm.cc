@@ -8,6 +8,7 @@
 
 #include "api/guard.h"
 #include "core/env.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/names.h"
 #include "gpu/cuda_backend.h"
@@ -46,8 +47,8 @@ symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) 
 
 /// What decides this comm's plans: its table row and the environment overrides.
 uint64_t planFingerprint(const TableRow& row, const PlanEnv& env) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  uint64_t h = kFnvOffset;
+  auto mix = [&h](uint64_t v) { h = fnv1aMix(h, v); };
   mix(static_cast<uint64_t>(row.arch));
   mix(static_cast<uint64_t>(row.link));
   mix(static_cast<uint64_t>(row.world));
@@ -94,8 +95,16 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
     }
   }
   std::unique_ptr<Backend> backend;
-  SYMMAR_CHECK(gpu ? createCudaBackend(*comm, &backend) : HostBackend::create(*comm, &backend));
+  BackendContext ctx;
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.bootstrap = comm->bootstrap.get();
+  ctx.settings = comm->settings;
+  BackendFacts facts;
+  SYMMAR_CHECK(gpu ? createCudaBackend(ctx, &facts, &backend) : HostBackend::create(ctx, &facts, &backend));
   comm->backend = std::move(backend);
+  comm->topo = facts.topo;
+  comm->settings.staging_bytes = facts.staging_bytes;
   // The row never changes for a comm: (arch, link, world) are fixed, so resolve it once here.
   comm->row = comm->tables.resolve(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->nranks);
   noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
@@ -150,7 +159,8 @@ CommUse::CommUse(symmarComm* comm) {
   comm->users.fetch_add(1);
   if (comm->magic.load() != kCommMagic) {
     comm->users.fetch_sub(1);
-    result_ = fail(symmarInvalidUsage, "comm is not a live communicator (destroyed, or being destroyed by another thread)");
+    result_ = fail(symmarInvalidUsage,
+                   "comm is not a live communicator (destroyed, or being destroyed by another thread)");
     return;
   }
   comm_ = comm;
@@ -193,6 +203,7 @@ void noteFailure(symmarComm* comm, symmarResult_t res) {
   if (comm->failed.load() == symmarSuccess) {
     comm->failed_cause = threadLastError();
     comm->failed.store(res, std::memory_order_release);
+    if (comm->backend) comm->backend->noteCommFailed();
   }
 }
 
@@ -345,6 +356,12 @@ symmarResult_t symmarCommRank(symmarComm_t comm, int* rank) {
     *rank = comm->rank;
     return symmarSuccess;
   });
+}
+
+symmarResult_t symmarReportError(symmarResult_t code, const char* text) {
+  const int raw = rawEnum(code);  // any int may come from C
+  const symmarResult_t valid = raw > 0 && raw < symmarNumResults ? code : symmarInternalError;
+  return fail(valid, "%s", text ? text : "(no text)");
 }
 
 symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks) {

@@ -38,11 +38,7 @@ symmarResult_t symmarGetVersion(int* version) {
   });
 }
 
-const char* symmarAlgoName(symmarAlgo_t algo) {
-  static const char* const kNames[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi"};
-  const int a = rawEnum(algo);
-  return validAlgo(a) ? kNames[a] : "unknown";
-}
+const char* symmarAlgoName(symmarAlgo_t algo) { return algoName(rawEnum(algo)); }
 
 size_t symmarTypeSize(symmarDataType_t dtype) {
   switch (rawEnum(dtype)) {

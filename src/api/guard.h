@@ -6,7 +6,7 @@
 #include <mutex>
 #include <new>
 
-#include "core/comm.h"
+#include "api/comm.h"
 #include "core/error.h"
 
 namespace symmar {

@@ -5,13 +5,9 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/hash.h"
 
 namespace symmar {
-
-symmarResult_t Bootstrap::barrier() {
-  std::vector<char> bytes(static_cast<size_t>(nranks()), 0);
-  return allGather(bytes.data(), 1);
-}
 
 ProcessIdentity selfIdentity() {
   char host[256] = {};
@@ -20,9 +16,7 @@ ProcessIdentity selfIdentity() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   if (boot >> boot_id) key += "/" + boot_id;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  return ProcessIdentity{h, static_cast<int32_t>(getpid()), 0};
+  return ProcessIdentity{fnv1a(key.data(), key.size()), static_cast<int32_t>(getpid()), 0};
 }
 
 }  // namespace symmar

@@ -6,26 +6,10 @@
 #include <memory>
 #include <vector>
 
+#include "core/bootstrap_api.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
-
-class Bootstrap {
- public:
-  Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
-  virtual ~Bootstrap() = default;
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
-
-  /// In-place allgather: data holds nranks * bytes_per_rank bytes, this rank's record at
-  /// rank * bytes_per_rank. Bounded by the bootstrap's timeout.
-  virtual symmarResult_t allGather(void* data, size_t bytes_per_rank) = 0;
-  symmarResult_t barrier();
-
- private:
-  int rank_;
-  int nranks_;
-};
 
 /// Star over TCP: rank 0 accepts every other rank on the listener named in the id.
 symmarResult_t createTcpBootstrap(const symmarUniqueId& id, int rank, int nranks, int timeout_ms,

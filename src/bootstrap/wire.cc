@@ -2,16 +2,11 @@
 
 #include <cstring>
 
+#include "core/hash.h"
+
 namespace symmar {
 namespace wire {
 namespace {
-
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 uint64_t idChecksum(const IdPayload& id) { return fnv1a(&id, offsetof(IdPayload, checksum)); }
 
@@ -49,7 +44,8 @@ HelloVerdict judgeHello(const Hello& h, uint64_t nonce, int nranks, const std::v
   if (h.magic != kIdMagic || h.version != kIdVersion || h.nonce != nonce) return HelloVerdict::kStray;
   if (h.nranks != nranks) return HelloVerdict::kWrongSize;
   if (h.rank <= 0 || h.rank >= nranks) return HelloVerdict::kBadRank;
-  if (static_cast<size_t>(h.rank) >= taken.size() || taken[static_cast<size_t>(h.rank)]) return HelloVerdict::kDuplicate;
+  if (static_cast<size_t>(h.rank) >= taken.size() || taken[static_cast<size_t>(h.rank)])
+    return HelloVerdict::kDuplicate;
   return HelloVerdict::kAccept;
 }
 
@@ -59,16 +55,21 @@ Ack makeAck(symmarResult_t result, AckReason reason, int nranks) {
 
 const char* ackReasonText(int32_t reason) {
   switch (reason) {
-    case kAckNotAllJoined: return "not every rank joined within rank 0's timeout";
+    case kAckNotAllJoined:
+      return "not every rank joined within rank 0's timeout";
     case kAckDuplicate:
       return "two processes joined as the same rank: one unique id was given to more than one comm (make one id "
              "per comm)";
-    case kAckWrongSize: return "ranks passed different nranks for this id";
-    case kAckBadRank: return "a rank outside 1..nranks-1 tried to join";
+    case kAckWrongSize:
+      return "ranks passed different nranks for this id";
+    case kAckBadRank:
+      return "a rank outside 1..nranks-1 tried to join";
     case kAckComplete:
       return "the comm of this id had already formed: a unique id serves exactly one comm (make one id per comm)";
-    case kAckOtherFailure: return "rank 0 failed while forming the comm";
-    default: return "unknown reason";
+    case kAckOtherFailure:
+      return "rank 0 failed while forming the comm";
+    default:
+      return "unknown reason";
   }
 }
 
@@ -79,7 +80,8 @@ symmarResult_t judgeAck(const Ack& a, int nranks, std::string* why) {
   }
   if (a.result == symmarSuccess && a.reason == kAckOk && a.nranks == nranks) return symmarSuccess;
   // Only codes this library defines are returned; anything else from the wire is malformed.
-  const bool known = a.result > symmarSuccess && a.result < symmarNumResults && a.reason > kAckOk && a.reason < kAckNumReasons;
+  const bool known =
+      a.result > symmarSuccess && a.result < symmarNumResults && a.reason > kAckOk && a.reason < kAckNumReasons;
   if (!known) {
     *why = "rank 0 answered with an invalid result or reason";
     return symmarSystemError;

@@ -12,7 +12,7 @@ namespace symmar {
 namespace wire {
 
 constexpr uint32_t kIdMagic = 0x4d4d5953;  // "SYMM"
-constexpr uint16_t kIdVersion = 2;          // 2: acks carry a reason; ids are single-use
+constexpr uint16_t kIdVersion = 2;         // 2: acks carry a reason; ids are single-use
 
 /// What a unique id holds: rank 0's listener and the comm's nonce, with a checksum.
 struct IdPayload {

@@ -1,11 +1,37 @@
 // What a comm's executor provides. One implementation per backend: host (shared memory, CPU
-// threads) and cuda (VMM heap, kernels, NCCL).
+// threads) and cuda (VMM heap, kernels, NCCL). A backend is built from a BackendContext (who the
+// ranks are, how they exchange records, the settings) and reports what it found in BackendFacts;
+// it never sees the comm object of the API layer.
 #pragma once
 #include <cstddef>
+#include <string>
 
+#include "core/bootstrap_api.h"
 #include "symmar/symmar.h"
 
+/// Effective settings of a comm (config merged with environment and defaults).
+struct SymmarSettings {
+  int device = SYMMAR_DEVICE_AUTO;
+  size_t staging_bytes = 0;
+  int timeout_ms = 0;
+  std::string table_file;
+};
+
 namespace symmar {
+
+/// What a backend is built from.
+struct BackendContext {
+  int rank = 0;
+  int nranks = 0;
+  Bootstrap* bootstrap = nullptr;  ///< owned by the comm, alive as long as the backend
+  SymmarSettings settings;
+};
+
+/// What a backend found while it was built (the same on every rank where it must be).
+struct BackendFacts {
+  symmarTopology_t topo{};
+  size_t staging_bytes = 0;  ///< staging buffer per rank the ranks agreed on
+};
 
 class Backend {
  public:
@@ -17,6 +43,8 @@ class Backend {
   virtual symmarResult_t memFree(void* ptr) = 0;
   /// Asynchronous status (a device-side timeout); symmarSuccess if none.
   virtual symmarResult_t asyncError() { return symmarSuccess; }
+  /// The comm failed (a timeout or lost peer seen anywhere): tell peers that wait on this rank.
+  virtual void noteCommFailed() {}
   /// Fallback algorithms this backend serves itself (bits of symmarAlgoNccl).
   virtual uint32_t fallbacks() const { return 0; }
   /// Adopts an engine NCCL communicator (GPU backends only).

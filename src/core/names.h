@@ -7,13 +7,22 @@
 
 namespace symmar {
 
-/// Parses an algorithm name of symmarAlgoName (case-insensitive). False if unknown.
+/// The name symmarAlgoName returns; "unknown" outside the enum. Takes the raw int because C
+/// callers may pass any value, and loading an out-of-range one as the C++ enum is undefined.
+const char* algoName(int algo);
+/// Parses an algorithm name of algoName (case-insensitive). False if unknown.
 bool parseAlgoName(const char* name, symmarAlgo_t* algo);
 /// Parses "nvswitch", "nvlink", "pcie", "host". False if unknown.
 bool parseLinkName(const char* name, symmarLink_t* link);
 const char* linkName(symmarLink_t link);
+/// "float32", "float16", "bfloat16", "int32", "float64"; "unknown" outside the enum.
 const char* dtypeName(symmarDataType_t dtype);
+/// Inverse of dtypeName (case-insensitive). False if unknown.
+bool parseDtypeName(const char* name, symmarDataType_t* dtype);
+/// "sum", "max", "min"; "unknown" outside the enum.
 const char* opName(symmarRedOp_t op);
+/// Inverse of opName (case-insensitive). False if unknown.
+bool parseOpName(const char* name, symmarRedOp_t* op);
 /// Parses a comma list of algorithm names into a bitmask (1 << algo). False on an unknown name.
 bool parseAlgoList(const char* list, uint32_t* mask);
 

@@ -56,7 +56,7 @@ CudaBackend::~CudaBackend() {
 }
 
 symmarResult_t CudaBackend::resolveSettings() {
-  const SymmarSettings& s = comm_.settings;
+  const SymmarSettings& s = ctx_.settings;
   if (s.device == SYMMAR_DEVICE_AUTO) {
     SYMMAR_CUDA_TRY(cudaGetDevice(&device_));
   } else if (s.device < 0) {
@@ -73,7 +73,7 @@ symmarResult_t CudaBackend::resolveSettings() {
   staging = std::max(kMinStagingBytes, staging / 256 * 256);
   // Chunking must agree on every rank: all use the smallest staging any rank asked for.
   std::vector<uint64_t> all;
-  SYMMAR_CHECK(gatherAll<uint64_t>(*comm_.bootstrap, staging, &all));
+  SYMMAR_CHECK(gatherAll<uint64_t>(*ctx_.bootstrap, staging, &all));
   staging = static_cast<size_t>(*std::min_element(all.begin(), all.end()));
   const size_t heap = static_cast<size_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t{1} << 40));
   layout_ = makeLayout(staging, heap);
@@ -101,7 +101,7 @@ symmarResult_t CudaBackend::initBlocks() {
   int cap = std::max(1, sms * std::max(per_sm, 1) / std::max(topo_.ranks_on_my_device, 1));
   cap = std::min(cap, sched::kMaxBlocks);
   std::vector<int32_t> caps;
-  SYMMAR_CHECK(gatherAll<int32_t>(*comm_.bootstrap, cap, &caps));
+  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap, &caps));
   nblocks_ = *std::min_element(caps.begin(), caps.end());
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_) != cudaSuccess || khz <= 0) khz = 2000000;
@@ -130,42 +130,42 @@ symmarResult_t CudaBackend::initDeviceState() {
         std::memcpy(pad.data() + sched::flagOffset(b, s), &epoch_start_, sizeof(epoch_start_));
       }
     }
-    SYMMAR_CUDA_TRY(cudaMemcpy(heap_.base(comm_.rank) + layout_.pad_off, pad.data(), pad.size(),
+    SYMMAR_CUDA_TRY(cudaMemcpy(heap_.base(ctx_.rank) + layout_.pad_off, pad.data(), pad.size(),
                                cudaMemcpyHostToDevice));
   }
   SYMMAR_CUDA_TRY(cudaDeviceSynchronize());
   return symmarSuccess;
 }
 
-symmarResult_t CudaBackend::init() {
+symmarResult_t CudaBackend::init(BackendFacts* facts) {
   const char* why = "";
   if (!driverApi(&why)) return fail(symmarCudaError, "the CUDA backend cannot start: %s", why);
   SYMMAR_CHECK(resolveSettings());
   SYMMAR_CUDA_TRY(cudaSetDevice(device_));
   SYMMAR_CUDA_TRY(cudaFree(nullptr));  // creates the primary context the driver calls use
-  SYMMAR_CHECK(probeTopology(comm_, device_, &topo_));
+  SYMMAR_CHECK(probeTopology(ctx_, device_, &topo_));
   SYMMAR_CHECK(initBlocks());
 
   // The planner reads fallbacks(): it must be the same on every rank. NCCL cannot put two ranks
   // on one GPU, so such comms go without it.
-  bool nccl = nccl_.load() && (!topo_.devices_repeat || comm_.nranks == 1);
+  bool nccl = nccl_.load() && (!topo_.devices_repeat || ctx_.nranks == 1);
   int bad = -1;
-  SYMMAR_CHECK(agreeAll(*comm_.bootstrap, nccl, &bad));
+  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, nccl, &bad));
   nccl_ok_ = bad < 0;
 
   have_heap_ = topo_.all_local;
   if (have_heap_) {
-    SYMMAR_CHECK(heap_.create(comm_, device_, layout_, topo_.peer_access, topo_.topo.multicast != 0, timeout_ms_));
+    SYMMAR_CHECK(heap_.create(ctx_, device_, layout_, topo_.peer_access, topo_.topo.multicast != 0, timeout_ms_));
     arena_ = SymmetricArena(layout_.heap_bytes);
-    for (int r = 0; r < comm_.nranks; ++r) bases_.push_back(heap_.base(r));
+    for (int r = 0; r < ctx_.nranks; ++r) bases_.push_back(heap_.base(r));
   }
   topo_.topo.multicast = heap_.multicast() ? 1 : 0;
 
   symmarResult_t local = initDeviceState();
-  SYMMAR_CHECK(agreeAll(*comm_.bootstrap, local == symmarSuccess, &bad));
+  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
-  comm_.topo = topo_.topo;
-  comm_.settings.staging_bytes = layout_.staging_bytes;
+  facts->topo = topo_.topo;
+  facts->staging_bytes = layout_.staging_bytes;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
               device_, nblocks_, kThreads, layout_.staging_bytes, nccl_ok_ ? "yes" : "no");
   return symmarSuccess;
@@ -173,8 +173,8 @@ symmarResult_t CudaBackend::init() {
 
 LaunchContext CudaBackend::launchContext() const {
   LaunchContext ctx;
-  ctx.rank = comm_.rank;
-  ctx.world = comm_.nranks;
+  ctx.rank = ctx_.rank;
+  ctx.world = ctx_.nranks;
   ctx.bases = bases_.data();
   ctx.mc_base = heap_.multicastBase();
   ctx.layout = layout_;
@@ -194,7 +194,7 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (algo == symmarAlgoNccl) {
     if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
-    return nccl_.allReduce(comm_, send, recv, count, dtype, op, s);
+    return nccl_.allReduce(ctx_, send, recv, count, dtype, op, s);
   }
   const void* kernel = kernelOf(algo, dtype, op, heap_.multicast());
   if (!kernel || !topo_.peer_access) {
@@ -214,15 +214,15 @@ symmarResult_t CudaBackend::asyncError() {
   if (st[0] == symmarPeerFailure) {
     return fail(symmarPeerFailure,
                 "rank %d: rank %d published a source descriptor outside its heap (block %d); the comm is failed",
-                comm_.rank, st[1], st[2]);
+                ctx_.rank, st[1], st[2]);
   }
   return fail(static_cast<symmarResult_t>(st[0]),
               "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
-              comm_.rank, timeout_ms_, st[1], st[2]);
+              ctx_.rank, timeout_ms_, st[1], st[2]);
 }
 
 symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
-  Bootstrap& bs = *comm_.bootstrap;
+  Bootstrap& bs = *ctx_.bootstrap;
   if (!have_heap_) {  // no shared heap: plain device memory (never read by peers)
     DeviceGuard guard(device_);
     SYMMAR_CUDA_TRY(cudaMalloc(ptr, bytes));
@@ -248,7 +248,7 @@ symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
                   "allocation sequences differ", bytes, r);
     }
   }
-  *ptr = heap_.base(comm_.rank) + layout_.heap_off + off;
+  *ptr = heap_.base(ctx_.rank) + layout_.heap_off + off;
   return symmarSuccess;
 }
 
@@ -259,15 +259,15 @@ symmarResult_t CudaBackend::memFree(void* ptr) {
     SYMMAR_CUDA_TRY(cudaFree(ptr));
     return symmarSuccess;
   }
-  const char* heap = heap_.base(comm_.rank) + layout_.heap_off;
+  const char* heap = heap_.base(ctx_.rank) + layout_.heap_off;
   const char* p = static_cast<const char*>(ptr);
   const bool mine = p >= heap && p < heap + layout_.heap_bytes && arena_.release(static_cast<size_t>(p - heap));
   std::vector<uint64_t> all;
-  SYMMAR_CHECK(gatherAll<uint64_t>(*comm_.bootstrap, mine ? static_cast<uint64_t>(p - heap) : ~0ull, &all));
+  SYMMAR_CHECK(gatherAll<uint64_t>(*ctx_.bootstrap, mine ? static_cast<uint64_t>(p - heap) : ~0ull, &all));
   if (!mine) return fail(symmarInvalidArgument, "pointer %p was not allocated by symmarMemAlloc on this comm", ptr);
   for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != all[comm_.rank]) {
-      return fail(symmarInvalidUsage, "symmarMemFree: rank %zu freed a different buffer than rank %d", r, comm_.rank);
+    if (all[r] != all[ctx_.rank]) {
+      return fail(symmarInvalidUsage, "symmarMemFree: rank %zu freed a different buffer than rank %d", r, ctx_.rank);
     }
   }
   return symmarSuccess;
@@ -292,13 +292,13 @@ bool cudaUsable(int* device) {
   return true;
 }
 
-symmarResult_t createCudaBackend(symmarComm& comm, std::unique_ptr<Backend>* out) {
-  if (comm.nranks > gpu::kMaxRanks) {
-    SYMMAR_INFO(kSubsysInit, "%d ranks: the symmetric kernels serve at most %d, NCCL serves this comm", comm.nranks,
+symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out) {
+  if (ctx.nranks > gpu::kMaxRanks) {
+    SYMMAR_INFO(kSubsysInit, "%d ranks: the symmetric kernels serve at most %d, NCCL serves this comm", ctx.nranks,
                 gpu::kMaxRanks);
   }
-  auto backend = std::make_unique<gpu::CudaBackend>(comm);
-  SYMMAR_CHECK(backend->init());
+  auto backend = std::make_unique<gpu::CudaBackend>(ctx);
+  SYMMAR_CHECK(backend->init(facts));
   *out = std::move(backend);
   return symmarSuccess;
 }

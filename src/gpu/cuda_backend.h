@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "core/comm.h"
 
 namespace symmar {
 
@@ -12,8 +11,9 @@ namespace symmar {
 /// Never fails loudly: a machine without libcuda.so.1 simply returns false.
 bool cudaUsable(int* device);
 
-/// Creates the CUDA backend for comm.settings.device (comm.rank, nranks and bootstrap are set).
-/// Fills comm.topo (cc, link, world, multicast). Without a driver: symmarCudaError with a message.
-symmarResult_t createCudaBackend(symmarComm& comm, std::unique_ptr<Backend>* out);
+/// Collective: creates the CUDA backend for ctx.settings.device and reports the topology (cc,
+/// link, world, multicast) and the agreed staging size in facts. Without a driver:
+/// symmarCudaError with a message.
+symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out);
 
 }  // namespace symmar

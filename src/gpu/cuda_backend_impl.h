@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/comm.h"
+#include "core/backend.h"
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
 #include "gpu/nccl_fallback.h"
@@ -20,11 +20,11 @@ namespace gpu {
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(symmarComm& comm) : comm_(comm), arena_(0) {}
+  explicit CudaBackend(const BackendContext& ctx) : ctx_(ctx), arena_(0) {}
   ~CudaBackend() override;
 
-  /// Collective: probes, builds the heap and the device state. Fills comm.topo on success.
-  symmarResult_t init();
+  /// Collective: probes, builds the heap and the device state; reports the topology and staging.
+  symmarResult_t init(BackendFacts* facts);
 
   symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                            symmarAlgo_t algo, void* stream) override;
@@ -41,7 +41,7 @@ class CudaBackend : public Backend {
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
   LaunchContext launchContext() const;
 
-  symmarComm& comm_;
+  BackendContext ctx_;
   int device_ = -1;
   int timeout_ms_ = 0;
   uint32_t epoch_start_ = 0;

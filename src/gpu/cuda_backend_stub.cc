@@ -9,7 +9,7 @@ bool cudaUsable(int* device) {
   return false;
 }
 
-symmarResult_t createCudaBackend(symmarComm&, std::unique_ptr<Backend>*) {
+symmarResult_t createCudaBackend(const BackendContext&, BackendFacts*, std::unique_ptr<Backend>*) {
   return fail(symmarCudaError, "this libsymmar was built without the CUDA backend (SYMMAR_WITH_CUDA=OFF)");
 }
 

@@ -1,5 +1,7 @@
 #include "gpu/kernel_launch.h"
 
+#include "plan/algorithms.h"
+
 namespace symmar {
 namespace gpu {
 namespace {
@@ -21,7 +23,7 @@ HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
 
 uint64_t inPlaceDescriptor(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
                            symmarAlgo_t algo) {
-  if (!ctx.have_heap || algo == symmarAlgoMultimem) return kNoDesc;  // multimem needs equal offsets: staged
+  if (!ctx.have_heap || !algorithmTraits(algo).peers_read_inputs_in_place) return kNoDesc;
   const HeapLayout& l = ctx.layout;
   const uintptr_t heap = reinterpret_cast<uintptr_t>(ctx.bases[ctx.rank]) + l.heap_off;
   const uintptr_t s = reinterpret_cast<uintptr_t>(send);

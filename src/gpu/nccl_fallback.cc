@@ -84,7 +84,7 @@ symmarResult_t NcclFallback::adopt(void* nccl_comm) {
   return symmarSuccess;
 }
 
-symmarResult_t NcclFallback::ensureComm(symmarComm& comm) {
+symmarResult_t NcclFallback::ensureComm(const BackendContext& ctx) {
   if (comm_) return symmarSuccess;
   struct Record {
     int32_t ok;
@@ -93,30 +93,31 @@ symmarResult_t NcclFallback::ensureComm(symmarComm& comm) {
   Record mine{};
   mine.ok = 1;
   int res = kNcclSuccess;
-  if (comm.rank == 0) {
+  if (ctx.rank == 0) {
     res = get_unique_id_(&mine.id);
     mine.ok = res == kNcclSuccess;
   }
   std::vector<Record> all;
-  SYMMAR_CHECK(gatherAll(*comm.bootstrap, mine, &all));
+  SYMMAR_CHECK(gatherAll(*ctx.bootstrap, mine, &all));
   if (!all[0].ok) {
-    return comm.rank == 0 ? ncclFailure(res, "ncclGetUniqueId") : fail(symmarNcclError, "rank 0 could not create an NCCL id");
+    return ctx.rank == 0 ? ncclFailure(res, "ncclGetUniqueId")
+                         : fail(symmarNcclError, "rank 0 could not create an NCCL id");
   }
   void* c = nullptr;
-  res = comm_init_rank_(&c, comm.nranks, all[0].id, comm.rank);
+  res = comm_init_rank_(&c, ctx.nranks, all[0].id, ctx.rank);
   if (res != kNcclSuccess) return ncclFailure(res, "ncclCommInitRank");
   comm_ = c;
   owned_ = true;
-  SYMMAR_INFO(kSubsysGpu, "created an NCCL communicator for the fallback (%d ranks)", comm.nranks);
+  SYMMAR_INFO(kSubsysGpu, "created an NCCL communicator for the fallback (%d ranks)", ctx.nranks);
   return symmarSuccess;
 }
 
-symmarResult_t NcclFallback::allReduce(symmarComm& comm, const void* send, void* recv, size_t count,
+symmarResult_t NcclFallback::allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count,
                                        symmarDataType_t dtype, symmarRedOp_t op, cudaStream_t stream) {
   if (!lib_) return fail(symmarUnsupported, "the NCCL fallback is not available (libnccl not loaded)");
   int type = ncclType(dtype);
   if (type < 0) return fail(symmarInvalidArgument, "data type %s has no NCCL equivalent", dtypeName(dtype));
-  SYMMAR_CHECK(ensureComm(comm));
+  SYMMAR_CHECK(ensureComm(ctx));
   int res = all_reduce_(send, recv, count, type, ncclOp(op), comm_, stream);
   if (res != kNcclSuccess) return ncclFailure(res, "ncclAllReduce");
   return symmarSuccess;

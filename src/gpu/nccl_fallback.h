@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "core/comm.h"
+#include "core/backend.h"
 
 namespace symmar {
 namespace gpu {
@@ -25,13 +25,13 @@ class NcclFallback {
   symmarResult_t adopt(void* nccl_comm);
   /// ncclAllReduce on the comm's NCCL communicator, creating it first if needed (collective then:
   /// every rank reaches it through the same planned call). Any dtype the API knows.
-  symmarResult_t allReduce(symmarComm& comm, const void* send, void* recv, size_t count, symmarDataType_t dtype,
+  symmarResult_t allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                            symmarRedOp_t op, cudaStream_t stream);
   /// Set when the comm failed: teardown aborts instead of waiting for outstanding work.
   void markFailed() { failed_ = true; }
 
  private:
-  symmarResult_t ensureComm(symmarComm& comm);
+  symmarResult_t ensureComm(const BackendContext& ctx);
   symmarResult_t ncclFailure(int res, const char* what) const;
 
   // Minimal mirrors of nccl.h: an opaque comm, a 128-byte unique id, int results and enums.

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "gpu/agree.h"
 #include "gpu/cuda_check.h"
 
@@ -45,15 +45,15 @@ symmarResult_t peerOutcome(symmarResult_t local, int bad, const char* what) {
 
 }  // namespace
 
-symmarResult_t SymmetricHeap::create(symmarComm& comm, int device, const HeapLayout& layout, bool map_peers,
+symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, const HeapLayout& layout, bool map_peers,
                                      bool want_multicast, int timeout_ms) {
   const char* why = "";
   drv_ = driverApi(&why);
   if (!drv_) return fail(symmarCudaError, "%s", why);
-  Bootstrap& bs = *comm.bootstrap;
-  const int world = comm.nranks;
+  Bootstrap& bs = *ctx.bootstrap;
+  const int world = ctx.nranks;
   device_ = device;
-  rank_ = comm.rank;
+  rank_ = ctx.rank;
   SYMMAR_CU_TRY(drv_->cuDeviceGet(&cu_dev_, device));
 
   CUmemAllocationProp prop{};
@@ -98,7 +98,7 @@ symmarResult_t SymmetricHeap::create(symmarComm& comm, int device, const HeapLay
     return peerOutcome(local, bad, "create its symmetric heap");
   }
 
-  // Rank 0's nonce scopes the fd-passing sockets to this comm.
+  // Rank 0's nonce scopes the fd-passing sockets to this ctx.
   uint64_t nonce = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid());
   std::vector<uint64_t> nonces;
   SYMMAR_CHECK(gatherAll(bs, nonce, &nonces));
@@ -143,13 +143,13 @@ symmarResult_t SymmetricHeap::create(symmarComm& comm, int device, const HeapLay
   if (bad >= 0) return peerOutcome(local, bad, "map the symmetric heaps");
   SYMMAR_INFO(kSubsysHeap, "symmetric heap: %zu bytes per rank, %s", size_,
               map_peers ? "all peers mapped" : "own allocation only");
-  if (want_multicast) SYMMAR_CHECK(setupMulticast(comm, nonce + 1, timeout_ms));
+  if (want_multicast) SYMMAR_CHECK(setupMulticast(ctx, nonce + 1, timeout_ms));
   return symmarSuccess;
 }
 
-symmarResult_t SymmetricHeap::setupMulticast(symmarComm& comm, uint64_t nonce, int timeout_ms) {
-  Bootstrap& bs = *comm.bootstrap;
-  const int world = comm.nranks;
+symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t nonce, int timeout_ms) {
+  Bootstrap& bs = *ctx.bootstrap;
+  const int world = ctx.nranks;
   const char* step = "create the multicast object";
   bool ok = drv_->has_multicast;
   int mc_fd = -1;

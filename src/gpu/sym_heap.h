@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/comm.h"
+#include "core/backend.h"
 #include "gpu/driver.h"
 #include "gpu/kernel_launch.h"
 
@@ -26,7 +26,7 @@ class SymmetricHeap {
   /// Collective. map_peers: import and map every peer's allocation (needs peer access); otherwise
   /// only this rank's allocation is mapped. want_multicast: try to bind a multicast object; any
   /// failure on any rank leaves multicast() false on every rank (and logs why).
-  symmarResult_t create(symmarComm& comm, int device, const HeapLayout& layout, bool map_peers, bool want_multicast,
+  symmarResult_t create(const BackendContext& ctx, int device, const HeapLayout& layout, bool map_peers, bool want_multicast,
                         int timeout_ms);
   /// Rank r's allocation as mapped in this process (nullptr for peers when not mapped).
   char* base(int r) const { return bases_.empty() ? nullptr : bases_[static_cast<size_t>(r)]; }
@@ -36,7 +36,7 @@ class SymmetricHeap {
   void release();
 
  private:
-  symmarResult_t setupMulticast(symmarComm& comm, uint64_t nonce, int timeout_ms);
+  symmarResult_t setupMulticast(const BackendContext& ctx, uint64_t nonce, int timeout_ms);
   void releaseMulticast();
 
   const DriverApi* drv_ = nullptr;

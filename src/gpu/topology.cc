@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "cuda/kernel_args.h"
+#include "core/schedule.h"
 #include "gpu/agree.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
@@ -85,12 +85,12 @@ void classifyTopology(int rank, Topology* out) {
   t.cc_minor = self.cc_minor;
   t.world_size = world;
   t.multicast = 0;
-  out->peer_access = out->all_local && link >= kLinkPcie && world <= kMaxRanks;
+  out->peer_access = out->all_local && link >= kLinkPcie && world <= sched::kMaxRanks;
   if (!out->all_local) {
     SYMMAR_WARN(kSubsysGpu, "ranks span several hosts: symmetric kernels disabled, only the NCCL fallback remains");
-  } else if (world > kMaxRanks) {
+  } else if (world > sched::kMaxRanks) {
     SYMMAR_WARN(kSubsysGpu, "world size %d exceeds the %d ranks the symmetric kernels serve: NCCL only", world,
-                kMaxRanks);
+                sched::kMaxRanks);
   } else if (link == kLinkNone || link == kLinkNotSeen) {
     SYMMAR_WARN(kSubsysGpu, "no peer access between some GPUs (%s): symmetric kernels disabled",
                 link == kLinkNone ? "P2P unsupported" : "peers not visible to any rank");
@@ -108,10 +108,10 @@ void classifyTopology(int rank, Topology* out) {
   }
 }
 
-symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out) {
-  Bootstrap& bs = *comm.bootstrap;
-  const int world = comm.nranks;
-  const int rank = comm.rank;
+symmarResult_t probeTopology(const BackendContext& ctx, int device, Topology* out) {
+  Bootstrap& bs = *ctx.bootstrap;
+  const int world = ctx.nranks;
+  const int rank = ctx.rank;
   RankInfo self;
   SYMMAR_CHECK(describeSelf(device, &self));
   // First round: identities, so every rank can classify its links to the others.

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/comm.h"
+#include "core/backend.h"
 
 namespace symmar {
 namespace gpu {
@@ -39,7 +39,7 @@ void classifyTopology(int rank, Topology* out);
 /// Collective. Fills *out (and the symmarTopology_t the comm reports). Multicast here means every
 /// rank's device supports it and no GPU repeats; whether the object can really be built is decided
 /// later, when the heap binds it.
-symmarResult_t probeTopology(symmarComm& comm, int device, Topology* out);
+symmarResult_t probeTopology(const BackendContext& ctx, int device, Topology* out);
 
 }  // namespace gpu
 }  // namespace symmar

@@ -12,6 +12,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/names.h"
 
@@ -46,18 +47,23 @@ bool processDead(int pid) {
 
 }  // namespace
 
-HostBackend::HostBackend(symmarComm& comm) : comm_(comm), rank_(comm.rank), world_(comm.nranks) {}
+HostBackend::HostBackend(const BackendContext& ctx) : ctx_(ctx), rank_(ctx.rank), world_(ctx.nranks) {}
 
 HostBackend::~HostBackend() {
   if (!heap_ || !heap_->mapped()) return;
-  // Peers still waiting on this rank stop now instead of at their timeout. A comm that failed in
-  // a way this backend did not see (the fallback) is failed from its next barrier on.
-  const bool healthy = comm_.failed.load(std::memory_order_acquire) == symmarSuccess;
+  // Peers still waiting on this rank stop now instead of at their timeout. A failed rank stays
+  // failed (noteCommFailed), so no late peer completes a call on its abandoned flags.
   uint32_t* state = &heap_->header(rank_)->state;
-  if (__atomic_load_n(state, __ATOMIC_ACQUIRE) == kSegmentFailed) return;
-  if (healthy) {
+  if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != kSegmentFailed) {
     __atomic_store_n(state, static_cast<uint32_t>(kSegmentLeft), __ATOMIC_RELEASE);
-  } else {
+  }
+}
+
+void HostBackend::noteCommFailed() {
+  // The comm failed outside this backend's barriers (e.g. in the fallback): from the next barrier
+  // on this rank contributes nothing.
+  if (!heap_ || !heap_->mapped()) return;
+  if (__atomic_load_n(&heap_->header(rank_)->state, __ATOMIC_ACQUIRE) != kSegmentFailed) {
     markFailed(sched::nextEpoch(epoch_));
   }
 }
@@ -75,33 +81,33 @@ symmarResult_t HostBackend::failCall(symmarResult_t res) {
   return res;
 }
 
-symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* out) {
-  std::unique_ptr<HostBackend> b(new HostBackend(comm));
-  Bootstrap& boot = *comm.bootstrap;
-  std::vector<ProcessIdentity> ids(comm.nranks);
-  ids[comm.rank] = selfIdentity();
+symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out) {
+  std::unique_ptr<HostBackend> b(new HostBackend(ctx));
+  Bootstrap& boot = *ctx.bootstrap;
+  std::vector<ProcessIdentity> ids(ctx.nranks);
+  ids[ctx.rank] = selfIdentity();
   SYMMAR_CHECK(boot.allGather(ids.data(), sizeof(ProcessIdentity)));
   bool local = true;
   for (const ProcessIdentity& id : ids) local = local && id.host_hash == ids[0].host_hash;
 
-  std::vector<uint64_t> nonces(comm.nranks, 0);
-  nonces[comm.rank] = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::vector<uint64_t> nonces(ctx.nranks, 0);
+  nonces[ctx.rank] = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   SYMMAR_CHECK(boot.allGather(nonces.data(), sizeof(uint64_t)));
 
-  comm.topo.cc_major = 0;
-  comm.topo.cc_minor = 0;
-  comm.topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
-  comm.topo.world_size = comm.nranks;
-  comm.topo.multicast = 0;
+  facts->topo.cc_major = 0;
+  facts->topo.cc_minor = 0;
+  facts->topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
+  facts->topo.world_size = ctx.nranks;
+  facts->topo.multicast = 0;
   // Sizes that shape the segments and the chunking must be equal on every rank (a rank mapping a
   // peer's segment with a larger size than the peer made would fault): take the smallest asked for.
   struct Shape {
     uint64_t staging, chunk, heap, epoch;
   };
-  std::vector<Shape> shapes(comm.nranks);
-  Shape& mine = shapes[comm.rank];
-  mine.staging = comm.settings.staging_bytes
-                     ? comm.settings.staging_bytes
+  std::vector<Shape> shapes(ctx.nranks);
+  Shape& mine = shapes[ctx.rank];
+  mine.staging = ctx.settings.staging_bytes
+                     ? ctx.settings.staging_bytes
                      : static_cast<uint64_t>(envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
   mine.chunk = static_cast<uint64_t>(envInt("SYMMAR_HOST_CHUNK_BYTES", kDefaultHostChunk, 4096, int64_t(1) << 40));
   mine.heap = static_cast<uint64_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t(1) << 44));
@@ -113,12 +119,13 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
     agreed.chunk = std::min(agreed.chunk, sh.chunk);
     agreed.heap = std::min(agreed.heap, sh.heap);
   }
-  comm.settings.staging_bytes = static_cast<size_t>(agreed.staging);
+  facts->staging_bytes = static_cast<size_t>(agreed.staging);
+  b->ctx_.settings.staging_bytes = facts->staging_bytes;
   b->chunk_cap_ = static_cast<size_t>(agreed.chunk);
   b->epoch_ = static_cast<uint32_t>(agreed.epoch);
-  b->srcs_.resize(comm.nranks);
+  b->srcs_.resize(ctx.nranks);
   int local_ranks = 0;
-  for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[comm.rank].host_hash;
+  for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[ctx.rank].host_hash;
   unsigned cores = std::thread::hardware_concurrency();
   const int64_t spin = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
   b->spin_limit_ = static_cast<int>(envInt("SYMMAR_HOST_SPIN", spin, 0, 1 << 30));
@@ -128,8 +135,7 @@ symmarResult_t HostBackend::create(symmarComm& comm, std::unique_ptr<Backend>* o
   } else {
     const size_t heap_bytes = static_cast<size_t>(agreed.heap);
     auto heap = std::make_unique<ShmHeap>();
-    SYMMAR_CHECK(heap->create(boot, nonces[0], comm.settings.staging_bytes, heap_bytes, b->epoch_,
-                              comm.settings.timeout_ms));
+    SYMMAR_CHECK(heap->create(boot, nonces[0], facts->staging_bytes, heap_bytes, b->epoch_, ctx.settings.timeout_ms));
     b->heap_ = std::move(heap);  // only a fully mapped heap: the destructor writes through it
     b->arena_ = SymmetricArena(heap_bytes);
   }
@@ -169,7 +175,7 @@ symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
   // Slow path: yield, then sleep, and check the clock and the peer's health now and then.
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::milliseconds(comm_.settings.timeout_ms);
+  const auto limit = start + std::chrono::milliseconds(ctx_.settings.timeout_ms);
   auto next_check = start;
   for (uint64_t i = 0;; ++i) {
     if (sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return symmarSuccess;
@@ -188,7 +194,7 @@ symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
       }
       if (now >= limit) {
         return fail(symmarTimeout, "rank %d did not arrive at a barrier within %d ms", peer,
-                    comm_.settings.timeout_ms);
+                    ctx_.settings.timeout_ms);
       }
     }
   }
@@ -250,10 +256,10 @@ uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
 }
 
 uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvOffset;
   for (uint64_t v : {static_cast<uint64_t>(c.count), static_cast<uint64_t>(c.dtype), static_cast<uint64_t>(c.op),
                      static_cast<uint64_t>(algo)}) {
-    h = (h ^ v) * 1099511628211ull;
+    h = fnv1aMix(h, v);
   }
   return h | 1;  // never 0, which means "no check"
 }
@@ -261,11 +267,6 @@ uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
 symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
                                       symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
   if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
-  if (algo == symmarAlgoMpi) {
-    symmarResult_t res = comm_.fallback_fn(send, recv, count, dtype, op, comm_.fallback_user);
-    if (res != symmarSuccess && threadLastError().empty()) fail(res, "the mpi fallback failed");
-    return res;
-  }
   if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
@@ -285,7 +286,7 @@ symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {
   uint64_t mine = arena_.allocate(bytes, &offset) ? offset : UINT64_MAX;
   std::vector<uint64_t> all(world_);
   all[rank_] = mine;
-  symmarResult_t res = comm_.bootstrap->allGather(all.data(), sizeof(uint64_t));
+  symmarResult_t res = ctx_.bootstrap->allGather(all.data(), sizeof(uint64_t));
   bool agree = res == symmarSuccess;
   for (uint64_t v : all) agree = agree && v == mine;
   if (!agree || mine == UINT64_MAX) {
@@ -310,7 +311,7 @@ symmarResult_t HostBackend::memFree(void* ptr) {
   // Collective even when this rank's pointer is bad, so no peer waits for it until its timeout.
   std::vector<uint64_t> all(world_);
   all[rank_] = mine ? static_cast<uint64_t>(p - base) : UINT64_MAX;
-  SYMMAR_CHECK(comm_.bootstrap->allGather(all.data(), sizeof(uint64_t)));
+  SYMMAR_CHECK(ctx_.bootstrap->allGather(all.data(), sizeof(uint64_t)));
   if (!mine) return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
   for (int r = 0; r < world_; ++r) {
     if (all[r] != all[rank_]) {

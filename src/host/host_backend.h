@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/comm.h"
 #include "core/symmetric_arena.h"
 #include "host/shm_heap.h"
 
@@ -14,8 +13,11 @@ namespace symmar {
 
 class HostBackend : public Backend {
  public:
-  /// Collective: probes locality, fills comm.topo, maps the heap when all ranks are local.
-  static symmarResult_t create(symmarComm& comm, std::unique_ptr<Backend>* out);
+  /// Collective: probes locality, agrees the sizes, maps the heap when all ranks are local; reports
+  /// the topology and the agreed staging size in facts. (The mpi fallback is called by the API
+  /// layer, which holds it.)
+  static symmarResult_t create(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out);
+  void noteCommFailed() override;
   ~HostBackend() override;
 
   symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
@@ -33,7 +35,7 @@ class HostBackend : public Backend {
     size_t elem;
   };
 
-  explicit HostBackend(symmarComm& comm);
+  explicit HostBackend(const BackendContext& ctx);
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   /// Arrives at the next barrier epoch on slot, publishing desc and sig with the flag, and waits
@@ -65,7 +67,7 @@ class HostBackend : public Backend {
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }
 
-  symmarComm& comm_;
+  BackendContext ctx_;
   const int rank_;
   const int world_;
   std::unique_ptr<ShmHeap> heap_;  // null when the ranks do not share a host

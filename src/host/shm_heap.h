@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "symmar/symmar.h"
 
 namespace symmar {

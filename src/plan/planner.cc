@@ -9,13 +9,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "plan/algorithms.h"
 
 namespace symmar {
 namespace {
-
-constexpr uint32_t kSymmetric = algoBit(symmarAlgoOneShot) | algoBit(symmarAlgoTwoShot);
-
-bool kernelDtype(symmarDataType_t d) { return d == symmarFloat32 || d == symmarFloat16 || d == symmarBfloat16; }
 
 PlanEnv parsePlanEnv() {
   PlanEnv env;
@@ -46,17 +43,8 @@ bool g_tables_loaded = false;
 
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks) {
   uint32_t mask = 0;
-  if (topo.link == symmarLinkHostMemory) {
-    mask = kSymmetric | (fallbacks & algoBit(symmarAlgoMpi));
-  } else if (topo.cc_major > 0) {
-    bool peer_link = topo.link == symmarLinkNvSwitch || topo.link == symmarLinkNvLink || topo.link == symmarLinkPcie;
-    if (peer_link && kernelDtype(dtype)) mask |= kSymmetric;
-    bool multimem_op = !(dtype == symmarFloat32 && op != symmarSum);
-    if (topo.link == symmarLinkNvSwitch && topo.multicast && topo.cc_major >= 9 && kernelDtype(dtype) && multimem_op &&
-        topo.world_size > 1) {
-      mask |= algoBit(symmarAlgoMultimem);
-    }
-    mask |= fallbacks & algoBit(symmarAlgoNccl);
+  for (symmarAlgo_t a : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoNccl, symmarAlgoMpi}) {
+    if (algorithmTraits(a).can_implement(topo, dtype, op, fallbacks)) mask |= algoBit(a);
   }
   return mask & ~planEnv().disabled;
 }

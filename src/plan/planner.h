@@ -1,5 +1,6 @@
-// The planner: a pure function from (row, availability, bytes) to an algorithm, plus the
-// per-algorithm availability rules and the environment overrides (SYMMAR_ALGO, SYMMAR_DISABLE).
+// The planner: from (row, availability, bytes) to an algorithm. Availability comes from each
+// algorithm's traits (plan/algorithms.h) less SYMMAR_DISABLE; SYMMAR_ALGO forces one. The
+// environment is read once per process.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,10 +10,9 @@
 
 namespace symmar {
 
-/// Algorithms that can serve (dtype, op) on this topology. fallbacks: bits of the fallbacks that
-/// are present (nccl for a GPU comm, mpi for a host comm). Rules: PCIe and direct NVLink never get
-/// multimem; no multicast removes only multimem; an unknown link gets only the fallback; GPU
-/// kernels serve f32/f16/bf16 (i32/f64 go to the fallback); multimem has no f32 min/max.
+/// Algorithms that can serve (dtype, op) on this topology (each algorithm's can_implement, less
+/// SYMMAR_DISABLE). fallbacks: bits of the fallbacks that are present (nccl for a GPU comm, mpi
+/// for a host comm).
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks);
 
 /// Picks the first entry of the row whose max_bytes covers bytes and that is available (an

@@ -56,8 +56,10 @@ class Tables {
   void put(const TableRow& row);
   /// Exact key lookup; nullptr if absent.
   const TableRow* find(int arch, symmarLink_t link, int world) const;
-  /// The lookup chain: exact capability -> family (major) -> default. World sizes outside 2..8
-  /// use the nearest row. Never returns nullptr. *used_arch is the arch key of the row served.
+  /// The lookup chain, per (link, world): exact capability -> family (major, minor 0) -> default;
+  /// host memory (or capability 0.0) -> host rows -> default. Rows may be sparse: any step may lack
+  /// the key. World sizes outside 2..8 use the nearest row. Never returns nullptr: a link with no
+  /// default row gets an empty row (fallback only). The served row's arch says which step answered.
   const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world) const;
   const std::vector<TableRow>& rows() const { return rows_; }
 

@@ -1,6 +1,16 @@
-// The compiled-in size tables. Each spec covers one (arch, link) over a range of world sizes and
-// names the public measurement or table its numbers come from; symmar_tune output replaces them.
-// docs/tables.md renders the same data (regenerate it with build/tools/symmar_tables).
+// The compiled-in size tables and architecture traits. Each spec covers one (arch, link) over a
+// range of world sizes and names the public measurement or table its numbers come from; symmar_tune
+// output replaces them. docs/tables.md renders the same data (regenerate it with
+// build/tools/symmar_tables; the ctest tables_doc_is_current fails while it is stale).
+//
+// Rows may be sparse: a key without a row is served by the lookup chain (exact -> family -> default,
+// Tables::resolve), so an arch needs rows only where its numbers differ from what the chain gives.
+// Adding an architecture is an edit of data only: its rows here, and a kArchTraits line in
+// plan/arch.cc if its multimem support differs from the PTX rule or it should be listed without rows.
+#include <iterator>
+#include <vector>
+
+#include "plan/arch.h"
 #include "plan/table.h"
 
 namespace symmar {
@@ -59,8 +69,8 @@ const Spec kSpecs[] = {
     {103, SW, 3, 4, {{ONE, 512 * KiB}, {TWO, 32 * MiB}}, "vLLM custom AR 10.3 ws=4; vLLM symm-mem 10.3 ws=4 to 32 MiB"},
     {103, SW, 5, 8, {{ONE, 1 * MiB}, {MM, 32 * MiB}},
      "vLLM PR 37756 B300: one-stage 7us vs multimem 13us at 16 KiB; multimem wins 2-32 MiB; NCCL wins at 64 MiB"},
-    {103, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 8 * MiB}}, "as sm100 nvlink"},
-    {103, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}}, "as sm90 pcie"},
+    // nvlink and pcie: no rows of its own; the family (sm100) rows serve (the copies once here had the
+    // same numbers and existed only so that every (arch, link, world) had a row).
 
     // ---- sm120: RTX PRO 6000 Blackwell / RTX 50 (PCIe, no multicast) ----
     {120, PCI, 2, 4, {{ONE, 64 * KiB}, {TWO, 16 * MiB}},
@@ -72,10 +82,10 @@ const Spec kSpecs[] = {
     {120, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
     {120, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
 
-    // ---- sm121: GB10 (DGX Spark): same silicon family as sm120 ----
-    {121, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 16 * MiB}}, "as sm120 pcie"},
-    {121, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
-    {121, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+    // ---- sm121: GB10 (DGX Spark): no rows of its own; the family (sm120) rows serve ----
+    // (Its former rows were copies of sm120's, except pcie ws 5-8 at one-shot 64 KiB where sm120 has
+    // 32 KiB though the row's source read "as sm120 pcie"; a GB10 box has one GPU, so no measurement
+    // backs a 5-8 GPU PCIe world either way.)
 
     // ---- default: any GPU without a row of its own ----
     {kArchDefault, SW, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}},
@@ -115,6 +125,7 @@ Tables makeBuiltin() {
 }
 
 }  // namespace
+
 
 const Tables& Tables::builtin() {
   static const Tables kBuiltin = makeBuiltin();

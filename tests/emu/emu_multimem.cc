@@ -1,3 +1,6 @@
 // cuda/multimem.cu, compiled unchanged as host C++ on the emulated CUDA runtime.
-#include "cuda/multimem.cu"
+// The runtime must come first: it defines what the kernel source expects from nvcc.
+// clang-format off
 #include "emu/emu_runtime.h"
+#include "cuda/multimem.cu"
+// clang-format on

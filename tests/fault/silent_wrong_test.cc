@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "fault/fault_util.h"
 #include "host/shm_heap.h"
 #include "mp/mp_util.h"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/hash.h"
 #include "host/host_reduce.h"
 
 namespace mp {
@@ -145,10 +146,7 @@ int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* dig
       ++errors;
     }
   }
-  uint64_t h = 1469598103934665603ull;
-  const unsigned char* p = static_cast<const unsigned char*>(recv);
-  for (size_t i = 0; i < c.count * elem; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  *digest = h;
+  *digest = symmar::fnv1a(recv, c.count * elem);
   return errors;
 }
 

@@ -4,15 +4,26 @@
 
 using symmar::SymmetricArena;
 
-TEST(Arena, SameSequenceGivesSameOffsets) {
-  SymmetricArena a(1 << 20), b(1 << 20);
-  size_t oa = 0, ob = 0;
-  for (size_t bytes : {100u, 4096u, 1u, 300000u}) {
-    ASSERT_TRUE(a.allocate(bytes, &oa));
-    ASSERT_TRUE(b.allocate(bytes, &ob));
-    EXPECT_EQ(oa, ob);
-    EXPECT_EQ(oa % SymmetricArena::kAlign, 0u);
-  }
+// Ranks never exchange offsets before using them: each must follow from the call sequence alone.
+// The expected offsets are worked by hand (sizes round up to 256 bytes, first fit from offset 0).
+TEST(Arena, OffsetsFollowFromTheSequenceAlone) {
+  SymmetricArena a(1 << 20);
+  size_t off = 0;
+  ASSERT_TRUE(a.allocate(100, &off));
+  EXPECT_EQ(off, 0u) << "100 bytes take [0, 256)";
+  ASSERT_TRUE(a.allocate(4096, &off));
+  EXPECT_EQ(off, 256u) << "4096 bytes take [256, 4352)";
+  ASSERT_TRUE(a.allocate(1, &off));
+  EXPECT_EQ(off, 4352u) << "1 byte takes [4352, 4608)";
+  ASSERT_TRUE(a.allocate(300000, &off));
+  EXPECT_EQ(off, 4608u) << "300000 bytes round to 300032: [4608, 304640)";
+  EXPECT_EQ(a.used(), 304640u);
+  ASSERT_TRUE(a.release(256));
+  ASSERT_TRUE(a.allocate(512, &off));
+  EXPECT_EQ(off, 256u) << "first fit: the hole [256, 4352) left by the 4096-byte block";
+  ASSERT_TRUE(a.allocate(4000, &off));
+  EXPECT_EQ(off, 304640u) << "4000 bytes round to 4096, more than the 3584 left in the hole";
+  EXPECT_EQ(a.used(), 304640u - 4096u + 512u + 4096u);
 }
 
 TEST(Arena, FirstFitReusesHolesAndRejectsOverflow) {

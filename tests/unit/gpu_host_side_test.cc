@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "cuda/schedule.h"
+#include "core/schedule.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"

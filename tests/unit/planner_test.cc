@@ -1,10 +1,14 @@
 // The planner and the built-in tables: every key answers, the lookup chain never fails, and the
-// availability rules hold.
+// availability rules hold. Arches come from the tables themselves (knownArchs), so a new row needs
+// no edit here; rows may be sparse, and the chain must serve every key anyway.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "core/names.h"
+#include "plan/arch.h"
 #include "plan/planner.h"
 #include "plan/table.h"
 
@@ -24,12 +28,26 @@ symmarAlgo_t plan(const symmarTopology_t& t, size_t bytes, symmarDataType_t dtyp
 }
 
 const symmarLink_t kGpuLinks[] = {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie};
-const int kCaps[][2] = {{9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {8, 0}};  // 8.0 -> default row
+// Capabilities no table or traits line names: each must still be served (by family or default).
+const int kUnknownArchs[] = {75, 80, 89, 99, 130};
+
+// (major, minor) of every GPU arch the built-in tables know, then of the unknown ones above.
+std::vector<std::pair<int, int>> gpuCaps() {
+  std::vector<std::pair<int, int>> caps;
+  for (int arch : knownArchs(Tables::builtin())) {
+    if (arch > 0) caps.push_back({arch / 10, arch % 10});
+  }
+  for (int arch : kUnknownArchs) caps.push_back({arch / 10, arch % 10});
+  return caps;
+}
 
 }  // namespace
 
 TEST(Planner, EveryKeyAndSizeGetsAnAlgorithm) {
-  for (const auto& cc : kCaps) {
+  const auto caps = gpuCaps();
+  ASSERT_GE(caps.size(), 5u + 5u) << "the five built-in GPU arches and the unknown ones";
+  for (const auto& [major, minor] : caps) {
+    const int cc[2] = {major, minor};
     for (symmarLink_t link : kGpuLinks) {
       for (int world = 2; world <= 8; ++world) {
         for (int mc = 0; mc <= 1; ++mc) {
@@ -42,6 +60,9 @@ TEST(Planner, EveryKeyAndSizeGetsAnAlgorithm) {
               if (!mc || link != symmarLinkNvSwitch) {
                 ASSERT_NE(a, symmarAlgoMultimem) << "no multicast, no multimem";
               }
+              if (!archSupportsMultimem(cc[0], cc[1])) {
+                ASSERT_NE(a, symmarAlgoMultimem) << cc[0] << "." << cc[1] << " has no multimem";
+              }
             }
           }
         }
@@ -50,29 +71,116 @@ TEST(Planner, EveryKeyAndSizeGetsAnAlgorithm) {
   }
 }
 
-TEST(Planner, BuiltinTablesHaveEveryRow) {
+TEST(Planner, BuiltinRowsAreWellFormed) {
+  // Rows may be sparse, but each row present names its source, has increasing thresholds and
+  // offers multimem only on an NVSwitch.
+  for (const TableRow& row : Tables::builtin().rows()) {
+    SCOPED_TRACE(archKeyName(row.arch) + " " + linkName(row.link) + " " + std::to_string(row.world));
+    EXPECT_FALSE(row.source.empty()) << "every row names its source";
+    EXPECT_GE(row.world, kMinTableWorld);
+    EXPECT_LE(row.world, kMaxTableWorld);
+    for (int i = 1; i < row.num_entries; ++i) EXPECT_GT(row.entries[i].max_bytes, row.entries[i - 1].max_bytes);
+    if (row.link != symmarLinkNvSwitch) {
+      for (int i = 0; i < row.num_entries; ++i) EXPECT_NE(row.entries[i].algo, symmarAlgoMultimem);
+    }
+  }
+  // The chain's last step is complete: default rows for every GPU link, host rows for every world.
+  // (Without them an unknown GPU would get the empty row: fallback only.)
   const Tables& t = Tables::builtin();
-  for (int arch : {90, 100, 103, 120, 121, kArchDefault}) {
+  for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
+    for (symmarLink_t link : kGpuLinks) EXPECT_NE(t.find(kArchDefault, link, w), nullptr) << linkName(link) << w;
+    EXPECT_NE(t.find(kArchHost, symmarLinkHostMemory, w), nullptr) << w;
+  }
+}
+
+TEST(Planner, ResolveIsTotal) {
+  // Every (arch, link, world) gets a non-empty row of that link at the nearest world, and the row is
+  // one the chain may pick: the arch's own, its family's (major, minor 0) or the default, never a
+  // less specific row when a more specific one exists.
+  const Tables& t = Tables::builtin();
+  for (const auto& [major, minor] : gpuCaps()) {
+    const int exact = major * 10 + minor, family = major * 10;
     for (symmarLink_t link : kGpuLinks) {
-      for (int w = 2; w <= 8; ++w) {
-        const TableRow* row = t.find(arch, link, w);
-        ASSERT_NE(row, nullptr) << archKeyName(arch) << " " << linkName(link) << " " << w;
-        EXPECT_FALSE(row->source.empty()) << "every row names its source";
-        for (int i = 1; i < row->num_entries; ++i) EXPECT_GT(row->entries[i].max_bytes, row->entries[i - 1].max_bytes);
-        if (link != symmarLinkNvSwitch) {
-          for (int i = 0; i < row->num_entries; ++i) EXPECT_NE(row->entries[i].algo, symmarAlgoMultimem);
+      for (int world = 1; world <= 16; ++world) {
+        SCOPED_TRACE(std::to_string(major) + "." + std::to_string(minor) + " " + linkName(link) + " ws" +
+                     std::to_string(world));
+        const TableRow* row = t.resolve(major, minor, link, world);
+        ASSERT_NE(row, nullptr);
+        EXPECT_EQ(row->link, link);
+        EXPECT_GT(row->num_entries, 0);
+        const int w = world < 2 ? 2 : (world > 8 ? 8 : world);
+        EXPECT_EQ(row->world, w);
+        EXPECT_TRUE(row->arch == exact || row->arch == family || row->arch == kArchDefault) << row->arch;
+        if (t.find(exact, link, w)) {
+          EXPECT_EQ(row->arch, exact);
+        }
+        if (row->arch == kArchDefault) {
+          EXPECT_EQ(t.find(family, link, w), nullptr);
         }
       }
     }
   }
-  for (int w = 2; w <= 8; ++w) EXPECT_NE(t.find(kArchHost, symmarLinkHostMemory, w), nullptr);
+  for (int world = 1; world <= 16; ++world) {
+    const TableRow* host = t.resolve(0, 0, symmarLinkHostMemory, world);
+    ASSERT_NE(host, nullptr);
+    EXPECT_EQ(host->arch, kArchHost);
+    EXPECT_EQ(host->world, world < 2 ? 2 : (world > 8 ? 8 : world));
+  }
+  // An unknown link still answers: the empty row, which leaves everything to the fallback.
+  const TableRow* unknown = t.resolve(9, 0, symmarLinkUnknown, 4);
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_EQ(unknown->num_entries, 0);
+}
+
+TEST(Planner, ResolveServesTheExpectedRow) {
+  // Hand-worked from tables_builtin.cc / docs/tables.md.
+  const Tables& t = Tables::builtin();
+  constexpr uint64_t KiB = 1024, MiB = 1024 * 1024;
+  struct Case {
+    int major, minor;
+    symmarLink_t link;
+    int world;
+    int arch, row_world;  // the row expected
+    symmarAlgo_t first;   // its first entry
+    uint64_t first_max, last_max;
+  } cases[] = {
+      // sm121 has no rows: the sm120 family rows serve, halved one-shot at ws >= 5 included.
+      {12, 1, symmarLinkPcie, 4, 120, 4, symmarAlgoOneShot, 64 * KiB, 16 * MiB},
+      {12, 1, symmarLinkPcie, 6, 120, 6, symmarAlgoOneShot, 32 * KiB, 16 * MiB},
+      {12, 1, symmarLinkNvSwitch, 2, 120, 2, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
+      // sm103: its own NVSwitch rows; nvlink and pcie from sm100.
+      {10, 3, symmarLinkNvSwitch, 8, 103, 8, symmarAlgoOneShot, 1 * MiB, 32 * MiB},
+      {10, 3, symmarLinkNvLink, 3, 100, 3, symmarAlgoOneShot, 256 * KiB, 8 * MiB},
+      {10, 3, symmarLinkPcie, 16, 100, 8, symmarAlgoOneShot, 64 * KiB, 2 * MiB},
+      // Unknown minor of a known family.
+      {9, 9, symmarLinkNvLink, 5, 90, 5, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
+      {12, 7, symmarLinkPcie, 8, 120, 8, symmarAlgoOneShot, 32 * KiB, 16 * MiB},
+      // Unknown family: default.
+      {8, 9, symmarLinkPcie, 2, kArchDefault, 2, symmarAlgoOneShot, 64 * KiB, 4 * MiB},
+      {7, 5, symmarLinkNvSwitch, 16, kArchDefault, 8, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
+      {13, 0, symmarLinkNvLink, 1, kArchDefault, 2, symmarAlgoOneShot, 1 * MiB, 16 * MiB},
+      // Host ranks.
+      {0, 0, symmarLinkHostMemory, 16, kArchHost, 8, symmarAlgoMpi, 1 * KiB, kUnbounded},
+  };
+  for (const Case& c : cases) {
+    const TableRow* row = t.resolve(c.major, c.minor, c.link, c.world);
+    SCOPED_TRACE(std::to_string(c.major) + "." + std::to_string(c.minor) + " " + linkName(c.link) + " ws" +
+                 std::to_string(c.world));
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->arch, c.arch);
+    EXPECT_EQ(row->world, c.row_world);
+    ASSERT_GT(row->num_entries, 0);
+    EXPECT_EQ(row->entries[0].algo, c.first);
+    EXPECT_EQ(row->entries[0].max_bytes, c.first_max);
+    EXPECT_EQ(row->entries[row->num_entries - 1].max_bytes, c.last_max);
+  }
 }
 
 TEST(Planner, LookupChainForUnknownCapabilities) {
   const Tables& t = Tables::builtin();
   struct Case {
     int major, minor, expect_arch;
-  } cases[] = {{8, 9, kArchDefault}, {11, 0, kArchDefault}, {12, 1, 121}, {13, 0, kArchDefault},
+  } cases[] = {{8, 9, kArchDefault}, {11, 0, kArchDefault}, {12, 1, 120}, {13, 0, kArchDefault},
                {99, 9, kArchDefault}, {9, 9, 90},           {10, 1, 100}, {12, 0, 120}, {12, 7, 120}};
   for (const Case& c : cases) {
     const TableRow* row = t.resolve(c.major, c.minor, symmarLinkPcie, 4);

@@ -10,14 +10,6 @@
 #include "plan/table.h"
 #include "symmar/symmar.h"
 
-/// Effective settings of a comm (config merged with environment and defaults).
-struct SymmarSettings {
-  int device = SYMMAR_DEVICE_AUTO;
-  size_t staging_bytes = 0;
-  int timeout_ms = 0;
-  std::string table_file;
-};
-
 struct symmarComm {
   // kCommMagic while the comm is alive. Destroy clears it and keeps the struct as a tombstone for
   // a while (api_comm.cc), so a call on a destroyed comm reads this word, not freed memory.

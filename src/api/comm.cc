@@ -1,4 +1,4 @@
-#include "core/comm.h"
+#include "api/comm.h"
 
 #include "core/names.h"
 

@@ -15,6 +15,9 @@
 namespace symmar {
 namespace sched {
 
+/// Most ranks one symmetric kernel serves (the tables cover world sizes 2..8); larger comms use
+/// the fallback.
+constexpr int kMaxRanks = 8;
 /// Bytes moved by one vector access (uint4 on the GPU).
 constexpr size_t kVecBytes = 16;
 /// Distance between two signal flags: a flag never shares a cache line (or GPU sector group) with another.

@@ -1,0 +1,56 @@
+#include "plan/algorithms.h"
+
+#include "core/names.h"
+#include "plan/arch.h"
+
+namespace symmar {
+namespace {
+
+/// The GPU kernels reduce f32, f16 and bf16 (i32 and f64 go to the fallback).
+bool kernelDtype(symmarDataType_t d) { return d == symmarFloat32 || d == symmarFloat16 || d == symmarBfloat16; }
+bool gpuPeerLink(const symmarTopology_t& t) {
+  return t.cc_major > 0 &&
+         (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
+}
+
+/// One-shot and two-shot: every host comm that shares memory, every GPU comm with peer access.
+bool symmetric(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t, uint32_t) {
+  return t.link == symmarLinkHostMemory || (gpuPeerLink(t) && kernelDtype(d));
+}
+
+/// NVLink SHARP: an NVSwitch with multicast, an architecture with multimem, and a reduction the
+/// switch has (f32 only adds: there is no f32 max/min multimem form).
+bool multimem(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t op, uint32_t) {
+  return t.cc_major > 0 && t.link == symmarLinkNvSwitch && t.multicast && t.world_size > 1 &&
+         archSupportsMultimem(t.cc_major, t.cc_minor) && kernelDtype(d) && !(d == symmarFloat32 && op != symmarSum);
+}
+
+bool nccl(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
+  return t.cc_major > 0 && t.link != symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoNccl));
+}
+
+bool mpi(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
+  return t.link == symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoMpi));
+}
+
+const AlgorithmTraits kTraits[] = {
+    {symmarAlgoOneShot, symmetric, true},
+    {symmarAlgoTwoShot, symmetric, true},
+    {symmarAlgoMultimem, multimem, false},
+    {symmarAlgoNccl, nccl, false},
+    {symmarAlgoMpi, mpi, false},
+};
+
+bool never(const symmarTopology_t&, symmarDataType_t, symmarRedOp_t, uint32_t) { return false; }
+const AlgorithmTraits kNone = {symmarAlgoAuto, never, false};
+
+}  // namespace
+
+const AlgorithmTraits& algorithmTraits(symmarAlgo_t algo) {
+  for (const AlgorithmTraits& t : kTraits) {
+    if (t.algo == algo) return t;
+  }
+  return kNone;
+}
+
+}  // namespace symmar
