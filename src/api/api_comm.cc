@@ -1,4 +1,5 @@
 // Comm lifecycle: settings, bootstrap, backend selection, destroy.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -20,7 +21,11 @@ using namespace symmar;
 namespace symmar {
 namespace {
 
-constexpr int kDefaultTimeoutMs = 30000;
+// Staging per rank when neither config nor SYMMAR_STAGING_BYTES says: the host backend reads
+// through staging for every call, so a larger one means fewer barriers (docs/performance.md); GPUs
+// chunk through it only above the one-shot sizes.
+constexpr int64_t kDefaultHostStaging = int64_t{32} << 20;
+constexpr int64_t kDefaultGpuStaging = int64_t{8} << 20;
 
 symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) {
   symmarConfig_t c = SYMMAR_CONFIG_INIT;
@@ -38,10 +43,39 @@ symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) 
   }
   s->device = c.device;
   s->staging_bytes = c.staging_bytes;
-  s->timeout_ms = c.timeout_ms ? c.timeout_ms
-                               : static_cast<int>(envInt("SYMMAR_TIMEOUT_MS", kDefaultTimeoutMs, 1, INT32_MAX));
+  s->timeout_ms = c.timeout_ms ? c.timeout_ms : static_cast<int>(envNumber("SYMMAR_TIMEOUT_MS"));
   if (c.table_file) s->table_file = c.table_file;
   else if (const char* env = envRaw("SYMMAR_TABLE_FILE")) s->table_file = env;
+  return symmarSuccess;
+}
+
+/// The sizes that shape every rank's segments and chunking, and the start epoch, must be equal on
+/// every rank (a rank mapping a peer's segment larger than the peer made it would fault): each
+/// rank resolves its own, then all take the smallest size asked for and rank 0's epoch.
+symmarResult_t agreeSizes(symmarComm& comm, bool gpu) {
+  SymmarSettings& s = comm.settings;
+  struct Sizes {
+    uint64_t staging, heap, chunk, epoch;
+  };
+  std::vector<Sizes> all(static_cast<size_t>(comm.nranks));
+  Sizes& mine = all[static_cast<size_t>(comm.rank)];
+  mine.staging = s.staging_bytes ? s.staging_bytes
+                                 : static_cast<uint64_t>(envNumber("SYMMAR_STAGING_BYTES",
+                                                                   gpu ? kDefaultGpuStaging : kDefaultHostStaging));
+  mine.heap = static_cast<uint64_t>(envNumber("SYMMAR_HEAP_BYTES"));
+  mine.chunk = static_cast<uint64_t>(envNumber("SYMMAR_HOST_CHUNK_BYTES"));
+  mine.epoch = static_cast<uint64_t>(envNumber("SYMMAR_EPOCH_START"));
+  SYMMAR_CHECK(comm.bootstrap->allGather(all.data(), sizeof(Sizes)));
+  Sizes agreed = all[0];
+  for (const Sizes& x : all) {
+    agreed.staging = std::min(agreed.staging, x.staging);
+    agreed.heap = std::min(agreed.heap, x.heap);
+    agreed.chunk = std::min(agreed.chunk, x.chunk);
+  }
+  s.staging_bytes = static_cast<size_t>(agreed.staging);
+  s.heap_bytes = static_cast<size_t>(agreed.heap);
+  s.host_chunk_bytes = static_cast<size_t>(agreed.chunk);
+  s.epoch_start = static_cast<uint32_t>(agreed.epoch);
   return symmarSuccess;
 }
 
@@ -94,6 +128,8 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
                   gpu ? "cuda" : "host", r, kinds[r] ? "cuda" : "host");
     }
   }
+  envLogSet();
+  SYMMAR_CHECK(agreeSizes(*comm, gpu));
   std::unique_ptr<Backend> backend;
   BackendContext ctx;
   ctx.rank = comm->rank;

@@ -9,12 +9,16 @@
 #include "core/bootstrap_api.h"
 #include "symmar/symmar.h"
 
-/// Effective settings of a comm (config merged with environment and defaults).
+/// Effective settings of a comm: config merged with the environment and defaults, resolved once
+/// (api_comm.cc). The sizes and the start epoch are agreed across ranks before a backend sees them.
 struct SymmarSettings {
   int device = SYMMAR_DEVICE_AUTO;
-  size_t staging_bytes = 0;
-  int timeout_ms = 0;
+  size_t staging_bytes = 0;     ///< agreed: the smallest any rank asked for
+  int timeout_ms = 0;           ///< bound on every wait (> 0)
   std::string table_file;
+  size_t heap_bytes = 0;        ///< agreed: symmetric user heap per rank
+  size_t host_chunk_bytes = 0;  ///< agreed: host backend's largest chunk per barrier step
+  uint32_t epoch_start = 0;     ///< agreed: rank 0's first barrier epoch
 };
 
 namespace symmar {

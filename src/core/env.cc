@@ -11,32 +11,50 @@
 namespace symmar {
 namespace {
 
+constexpr int64_t kNone = 0;
+constexpr int64_t kTiB = int64_t{1} << 40;
+constexpr EnvKind kText = EnvKind::kText;
+constexpr EnvKind kInteger = EnvKind::kInteger;
+constexpr EnvKind kSize = EnvKind::kSize;
+
 const EnvVarInfo kRegistry[] = {
     {"SYMMAR_ALGO", "auto|oneshot|twoshot|multimem|nccl|mpi", "auto",
-     "Forces one algorithm for symmarAllReduce (symmarAllReduceAlgo still wins)."},
+     "Forces one algorithm for symmarAllReduce (symmarAllReduceAlgo still wins).", kText, kNone, kNone, kNone},
     {"SYMMAR_DISABLE", "comma list of oneshot,twoshot,multimem,nccl,mpi", "(none)",
-     "Algorithms the planner must never pick."},
+     "Algorithms the planner must never pick.", kText, kNone, kNone, kNone},
     {"SYMMAR_TABLE_FILE", "path to a JSON table file", "(built-in tables)",
-     "Rows that add to or override the built-in tables; config.table_file takes precedence."},
-    {"SYMMAR_DEBUG", "WARN|INFO|TRACE", "WARN", "Log level."},
+     "Rows that add to or override the built-in tables; config.table_file takes precedence.", kText, kNone, kNone,
+     kNone},
+    {"SYMMAR_DEBUG", "WARN|INFO|TRACE", "WARN", "Log level.", kText, kNone, kNone, kNone},
     {"SYMMAR_DEBUG_SUBSYS", "comma list of INIT,PLAN,BOOT,HEAP,COLL,ENV,GPU,ALL", "ALL",
-     "Subsystems that log (warnings always print)."},
-    {"SYMMAR_DEBUG_FILE", "file name; %h = host, %p = pid", "(stderr)", "Where log lines go."},
+     "Subsystems that log (warnings always print).", kText, kNone, kNone, kNone},
+    {"SYMMAR_DEBUG_FILE", "file name; %h = host, %p = pid", "(stderr)", "Where log lines go.", kText, kNone, kNone,
+     kNone},
     {"SYMMAR_SOCKET_IFNAME", "network interface name", "lo",
-     "Interface whose IPv4 address symmarGetUniqueId listens on."},
+     "Interface whose IPv4 address symmarGetUniqueId listens on.", kText, kNone, kNone, kNone},
     {"SYMMAR_SOCKET_ADDR", "IPv4 address", "(from SYMMAR_SOCKET_IFNAME)",
-     "Address symmarGetUniqueId listens on; overrides SYMMAR_SOCKET_IFNAME."},
-    {"SYMMAR_TIMEOUT_MS", "positive integer", "30000", "Default bound on every wait when config.timeout_ms is 0."},
-    {"SYMMAR_STAGING_BYTES", "size with K/M/G suffix", "32M on the host backend, 8M on GPUs",
-     "Default staging buffer per rank when config.staging_bytes is 0."},
-    {"SYMMAR_HOST_CHUNK_BYTES", "size with K/M/G suffix", "256K",
-     "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache)."},
-    {"SYMMAR_HOST_SPIN", "non-negative integer", "4096 (16 when ranks outnumber cores)",
-     "Host backend: busy polls of a barrier flag before the wait starts yielding the core."},
-    {"SYMMAR_HEAP_BYTES", "size with K/M/G suffix", "256M", "Capacity of the symmetric heap for symmarMemAlloc."},
-    {"SYMMAR_NCCL_LIB", "path to libnccl.so.2", "libnccl.so.2", "NCCL library loaded for the nccl fallback."},
-    {"SYMMAR_EPOCH_START", "unsigned 32-bit integer", "0",
-     "First barrier epoch of new comms; set near 4294967295 to exercise epoch wrap (testing)."},
+     "Address symmarGetUniqueId listens on; overrides SYMMAR_SOCKET_IFNAME.", kText, kNone, kNone, kNone},
+    {"SYMMAR_TIMEOUT_MS", "integer 1..2147483647", "30000", "Default bound on every wait when config.timeout_ms is 0.",
+     kInteger, 30000, 1, INT32_MAX},
+    {"SYMMAR_STAGING_BYTES", "size 4K..1T with K/M/G suffix", "32M on the host backend, 8M on GPUs",
+     "Default staging buffer per rank when config.staging_bytes is 0 (GPUs use at least 64K); ranks use the "
+     "smallest any of them asks for.",
+     kSize, 32 << 20, 4096, kTiB},
+    // 256K chunks keep a step's staging traffic in the last-level cache (docs/performance.md).
+    {"SYMMAR_HOST_CHUNK_BYTES", "size 4K..1T with K/M/G suffix", "256K",
+     "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache).", kSize, 256 << 10,
+     4096, kTiB},
+    {"SYMMAR_HOST_SPIN", "integer 0..1073741824", "4096 (16 when ranks outnumber cores)",
+     "Host backend: busy polls of a barrier flag before the wait starts yielding the core.", kInteger, 4096, 0,
+     1 << 30},
+    {"SYMMAR_HEAP_BYTES", "size 0..1T with K/M/G suffix", "256M",
+     "Capacity of the symmetric heap for symmarMemAlloc; ranks use the smallest any of them asks for.", kSize,
+     256 << 20, 0, kTiB},
+    {"SYMMAR_NCCL_LIB", "path to libnccl.so.2", "libnccl.so.2", "NCCL library loaded for the nccl fallback.", kText,
+     kNone, kNone, kNone},
+    {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
+     "First barrier epoch of new comms (rank 0's value); set near 4294967295 to exercise epoch wrap (testing).",
+     kInteger, 0, 0, UINT32_MAX},
 };
 
 std::mutex g_bad_mutex;
@@ -49,12 +67,37 @@ const EnvVarInfo* envRegistry(size_t* count) {
   return kRegistry;
 }
 
+const EnvVarInfo* envInfo(const char* name) {
+  for (const EnvVarInfo& v : kRegistry) {
+    if (strcmp(v.name, name) == 0) return &v;
+  }
+  return nullptr;
+}
+
 const char* envRaw(const char* name) {
-  bool known = false;
-  for (const EnvVarInfo& v : kRegistry) known = known || strcmp(v.name, name) == 0;
-  if (!known) return nullptr;
+  if (!envInfo(name)) return nullptr;
   const char* value = getenv(name);
   return (value && *value) ? value : nullptr;
+}
+
+int64_t envNumber(const char* name) {
+  const EnvVarInfo* v = envInfo(name);
+  return v ? envNumber(name, v->def) : 0;
+}
+
+int64_t envNumber(const char* name, int64_t def) {
+  const EnvVarInfo* v = envInfo(name);
+  if (!v || v->kind == EnvKind::kText) return def;
+  return envInt(name, def, v->min, v->max);
+}
+
+void envLogSet() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const EnvVarInfo& v : kRegistry) {
+      if (const char* value = envRaw(v.name)) SYMMAR_INFO(kSubsysEnv, "%s=%s", v.name, value);
+    }
+  });
 }
 
 void envReportBad(const char* name, const char* value, const char* why) {

@@ -18,10 +18,8 @@ namespace symmar {
 namespace gpu {
 namespace {
 
-constexpr size_t kDefaultStagingBytes = size_t{8} << 20;
+// The kernels' smallest staging buffer: one chunk must cover a useful share of a one-shot message.
 constexpr size_t kMinStagingBytes = size_t{64} << 10;
-constexpr int64_t kDefaultHeapBytes = int64_t{256} << 20;
-constexpr int kDefaultTimeoutMs = 30000;
 
 /// Makes the comm's device current for the scope and restores the caller's afterwards.
 class DeviceGuard {
@@ -64,18 +62,12 @@ symmarResult_t CudaBackend::resolveSettings() {
   } else {
     device_ = s.device;
   }
-  timeout_ms_ = s.timeout_ms > 0 ? s.timeout_ms
-                                 : static_cast<int>(envInt("SYMMAR_TIMEOUT_MS", kDefaultTimeoutMs, 1, INT_MAX));
-  epoch_start_ = static_cast<uint32_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
-  size_t staging = s.staging_bytes ? s.staging_bytes
-                                   : static_cast<size_t>(envInt("SYMMAR_STAGING_BYTES", kDefaultStagingBytes,
-                                                                kMinStagingBytes, int64_t{1} << 40));
-  staging = std::max(kMinStagingBytes, staging / 256 * 256);
-  // Chunking must agree on every rank: all use the smallest staging any rank asked for.
-  std::vector<uint64_t> all;
-  SYMMAR_CHECK(gatherAll<uint64_t>(*ctx_.bootstrap, staging, &all));
-  staging = static_cast<size_t>(*std::min_element(all.begin(), all.end()));
-  const size_t heap = static_cast<size_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t{1} << 40));
+  // Every size and the start epoch arrive agreed across ranks (api_comm.cc); the floor and the
+  // rounding below are the same on every rank, so the layouts stay equal.
+  timeout_ms_ = s.timeout_ms;
+  epoch_start_ = s.epoch_start;
+  const size_t staging = std::max(kMinStagingBytes, s.staging_bytes / 256 * 256);
+  const size_t heap = s.heap_bytes;
   layout_ = makeLayout(staging, heap);
   return symmarSuccess;
 }

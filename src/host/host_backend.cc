@@ -28,11 +28,6 @@
 namespace symmar {
 namespace {
 
-constexpr int64_t kDefaultHeapBytes = 256ll << 20;
-constexpr size_t kDefaultHostStaging = 32u << 20;
-// Chunks of this size keep a step's staging traffic in the last-level cache (docs/performance.md).
-constexpr int64_t kDefaultHostChunk = 256 << 10;
-
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {
   char path[64];
@@ -99,41 +94,21 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   facts->topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
   facts->topo.world_size = ctx.nranks;
   facts->topo.multicast = 0;
-  // Sizes that shape the segments and the chunking must be equal on every rank (a rank mapping a
-  // peer's segment with a larger size than the peer made would fault): take the smallest asked for.
-  struct Shape {
-    uint64_t staging, chunk, heap, epoch;
-  };
-  std::vector<Shape> shapes(ctx.nranks);
-  Shape& mine = shapes[ctx.rank];
-  mine.staging = ctx.settings.staging_bytes
-                     ? ctx.settings.staging_bytes
-                     : static_cast<uint64_t>(envInt("SYMMAR_STAGING_BYTES", kDefaultHostStaging, 4096, int64_t(1) << 40));
-  mine.chunk = static_cast<uint64_t>(envInt("SYMMAR_HOST_CHUNK_BYTES", kDefaultHostChunk, 4096, int64_t(1) << 40));
-  mine.heap = static_cast<uint64_t>(envInt("SYMMAR_HEAP_BYTES", kDefaultHeapBytes, 0, int64_t(1) << 44));
-  mine.epoch = static_cast<uint64_t>(envInt("SYMMAR_EPOCH_START", 0, 0, UINT32_MAX));
-  SYMMAR_CHECK(boot.allGather(shapes.data(), sizeof(Shape)));
-  Shape agreed = shapes[0];  // the epoch start comes from rank 0
-  for (const Shape& sh : shapes) {
-    agreed.staging = std::min(agreed.staging, sh.staging);
-    agreed.chunk = std::min(agreed.chunk, sh.chunk);
-    agreed.heap = std::min(agreed.heap, sh.heap);
-  }
-  facts->staging_bytes = static_cast<size_t>(agreed.staging);
-  b->ctx_.settings.staging_bytes = facts->staging_bytes;
-  b->chunk_cap_ = static_cast<size_t>(agreed.chunk);
-  b->epoch_ = static_cast<uint32_t>(agreed.epoch);
+  // The sizes and the start epoch arrive agreed across ranks (api_comm.cc).
+  facts->staging_bytes = ctx.settings.staging_bytes;
+  b->chunk_cap_ = ctx.settings.host_chunk_bytes;
+  b->epoch_ = ctx.settings.epoch_start;
   b->srcs_.resize(ctx.nranks);
   int local_ranks = 0;
   for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[ctx.rank].host_hash;
   unsigned cores = std::thread::hardware_concurrency();
   const int64_t spin = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
-  b->spin_limit_ = static_cast<int>(envInt("SYMMAR_HOST_SPIN", spin, 0, 1 << 30));
+  b->spin_limit_ = static_cast<int>(envNumber("SYMMAR_HOST_SPIN", spin));
 
   if (!local) {
     SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
   } else {
-    const size_t heap_bytes = static_cast<size_t>(agreed.heap);
+    const size_t heap_bytes = ctx.settings.heap_bytes;
     auto heap = std::make_unique<ShmHeap>();
     SYMMAR_CHECK(heap->create(boot, nonces[0], facts->staging_bytes, heap_bytes, b->epoch_, ctx.settings.timeout_ms));
     b->heap_ = std::move(heap);  // only a fully mapped heap: the destructor writes through it

@@ -125,3 +125,33 @@ TEST(Env, IntegrationGuideListsEveryVariable) {
         << vars[i].name << " is registered but missing from docs/integration.md";
   }
 }
+
+// Each numeric variable's default and range live in its registry row; a value outside the range
+// falls back to the default (hand-worked values from the documented ranges).
+TEST(Env, NumbersTakeDefaultAndRangeFromTheRegistry) {
+  size_t n = 0;
+  const EnvVarInfo* vars = envRegistry(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (vars[i].kind == EnvKind::kText) continue;
+    EXPECT_LE(vars[i].min, vars[i].def) << vars[i].name;
+    EXPECT_LE(vars[i].def, vars[i].max) << vars[i].name;
+  }
+  unsetenv("SYMMAR_HEAP_BYTES");
+  EXPECT_EQ(envNumber("SYMMAR_HEAP_BYTES"), int64_t{256} << 20);
+  setenv("SYMMAR_HEAP_BYTES", "64M", 1);
+  EXPECT_EQ(envNumber("SYMMAR_HEAP_BYTES"), int64_t{64} << 20);
+  setenv("SYMMAR_HEAP_BYTES", "2048G", 1);  // 2 TiB: above the 1 TiB both backends accept
+  EXPECT_EQ(envNumber("SYMMAR_HEAP_BYTES"), int64_t{256} << 20);
+  unsetenv("SYMMAR_HEAP_BYTES");
+  setenv("SYMMAR_STAGING_BYTES", "2K", 1);  // below the 4K minimum: the caller's default stands
+  EXPECT_EQ(envNumber("SYMMAR_STAGING_BYTES", int64_t{8} << 20), int64_t{8} << 20);
+  setenv("SYMMAR_STAGING_BYTES", "4K", 1);
+  EXPECT_EQ(envNumber("SYMMAR_STAGING_BYTES", int64_t{8} << 20), 4096);
+  unsetenv("SYMMAR_STAGING_BYTES");
+  setenv("SYMMAR_EPOCH_START", "4294967295", 1);
+  EXPECT_EQ(envNumber("SYMMAR_EPOCH_START"), 4294967295ll);
+  setenv("SYMMAR_EPOCH_START", "4294967296", 1);
+  EXPECT_EQ(envNumber("SYMMAR_EPOCH_START"), 0);
+  unsetenv("SYMMAR_EPOCH_START");
+  EXPECT_EQ(envNumber("SYMMAR_ALGO", 7), 7) << "text variables are not numbers";
+}
