@@ -2,7 +2,7 @@
 // barriers over the signal pads, the rank-level "call done" flag, chunk geometry and copy loops.
 //
 // Synchronisation contract (every rank runs the same sequence, so epochs agree):
-//  - block b's start slot (b, kSlotStart) carries epoch e and a 64-bit descriptor (where this rank's
+//  - block b's start slot (b, kSlotStart) carries epoch e and a 64-bit input offset (where this rank's
 //    input lives for the call); block b waits until every peer's (b, kSlotStart) reached e.
 //  - every chunk of a call splits its elements among blocks the same way (blockPart), so a staging
 //    position is written and read by the same block index on every rank: per-block flags suffice.
@@ -12,9 +12,9 @@
 #pragma once
 #include <stdint.h>
 
+#include "core/schedule.h"
 #include "cuda/kernel_args.h"
 #include "cuda/ptx.cuh"
-#include "core/schedule.h"
 #include "cuda/vec.cuh"
 
 namespace symmar {
@@ -27,10 +27,10 @@ namespace gpu {
 #endif
 
 struct BlockShared {
-  uint64_t desc[kMaxRanks];  ///< every rank's descriptor from the last start barrier
-  uint32_t done_epoch;       ///< set in the last block: the done-flag value it published
-  int abort;                 ///< a spin of this block timed out
-  int last;                  ///< this block was the last of the grid to finish
+  uint64_t input_offset[kMaxRanks];  ///< every rank's input offset from the last start barrier
+  uint32_t done_epoch;               ///< set in the last block: the done-flag value it published
+  int abort;                         ///< a spin of this block timed out
+  int last;                          ///< this block was the last of the grid to finish
 };
 
 __device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
@@ -86,27 +86,28 @@ __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh,
 }
 
 /// Start-slot barrier of this block: publishes everything the block wrote, then waits for the
-/// same block on every peer. sh->desc[p] receives peer p's descriptor. False on timeout.
-__device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* sh, uint32_t* epoch, uint64_t desc) {
+/// same block on every peer. sh->input_offset[p] receives peer p's input offset. False on timeout.
+__device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* sh, uint32_t* epoch,
+                                             uint64_t input_offset) {
   const uint32_t e = sched::nextEpoch(*epoch);
   *epoch = e;
   const int t = threadIdx.x;
   __syncthreads();
   if (t == 0) {
     uint32_t* own = flagPtr(a.base[a.rank], blockIdx.x, sched::kSlotStart);
-    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(own) + kDescOffset), desc);
+    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(own) + kInputWordOffset), input_offset);
     ptx::st_release_sys(own, e);
   }
-  if (t == a.rank) sh->desc[t] = desc;
+  if (t == a.rank) sh->input_offset[t] = input_offset;
   if (t < a.world && t != a.rank) {
     const uint32_t* peer = flagPtr(a.base[t], blockIdx.x, sched::kSlotStart);
     if (spinUntil(a, peer, e, t)) {
       const uint64_t d = ptx::ld_relaxed_sys_u64(
-          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(peer) + kDescOffset));
-      sh->desc[t] = d;
-      // A peer's descriptor is an offset into its mapping: one outside its user heap would make
+          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(peer) + kInputWordOffset));
+      sh->input_offset[t] = d;
+      // A peer's input offset is an offset into its mapping: one outside its user heap would make
       // this rank read outside the mapping. Fail the call instead.
-      if (d != kNoDesc && (d - a.desc_lo >= a.desc_span || d % sched::kVecBytes != 0)) {
+      if (d != kStagedInput && (d - a.input_lo >= a.input_span || d % sched::kVecBytes != 0)) {
         reportFailure(a, t, symmarPeerFailure);
         sh->abort = 1;
       }
@@ -144,11 +145,22 @@ __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, u
   }
 }
 
+/// How a call is cut: its chunks, and the element count every chunk's split into rank slices and
+/// block parts is computed on (the count itself for a single-chunk call, chunk_elems otherwise), so
+/// all chunks of a call split identically and a partial last chunk is just clipped.
+struct CallShape {
+  size_t nchunks;
+  size_t split_elems;
+};
+__device__ __forceinline__ CallShape callShape(const KernelArgs& a) {
+  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
+  return CallShape{nchunks, nchunks > 1 ? a.chunk_elems : a.count};
+}
+
 /// This block's part of slice `slice` (or of the whole chunk when slice < 0) of a chunk of n
-/// elements. The split is computed on `basis` elements (n for a single-chunk call, chunk_elems
-/// otherwise) and clipped to n, so all chunks of a call split identically.
-__device__ __forceinline__ sched::Range blockPart(size_t basis, size_t n, int world, int slice, size_t vec) {
-  sched::Range r = slice < 0 ? sched::Range{0, basis} : sched::rankSlice(basis, world, slice, vec);
+/// elements, split as if the chunk had split_elems elements and clipped to n (see CallShape).
+__device__ __forceinline__ sched::Range blockPart(size_t split_elems, size_t n, int world, int slice, size_t vec) {
+  sched::Range r = slice < 0 ? sched::Range{0, split_elems} : sched::rankSlice(split_elems, world, slice, vec);
   sched::Range b = sched::blockRange(r, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), vec);
   return sched::Range{sched::minSize(b.begin, n), sched::minSize(b.end, n)};
 }
@@ -180,13 +192,13 @@ __device__ __forceinline__ void copyOut(const typename T::Bits* src, typename T:
 }
 
 /// Where rank p's input for a chunk starting at element `first` lives: in place in its user heap
-/// (descriptor = byte offset of its send buffer) or in its staging half.
+/// (input offset = byte offset of its send buffer) or in its staging half.
 template <typename T>
 __device__ __forceinline__ const typename T::Bits* sourceOf(const KernelArgs& a, const BlockShared* sh, int p,
                                                             size_t half_off, size_t first) {
   using Bits = typename T::Bits;
-  if (sh->desc[p] == kNoDesc) return reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + half_off);
-  return reinterpret_cast<const Bits*>(a.base[p] + sh->desc[p]) + first;
+  if (sh->input_offset[p] == kStagedInput) return reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + half_off);
+  return reinterpret_cast<const Bits*>(a.base[p] + sh->input_offset[p]) + first;
 }
 
 /// Reduces [r.begin, r.end) over every rank's source in rank order 0..N-1 (fp32 accumulation) and
@@ -230,20 +242,28 @@ __device__ __forceinline__ void reduceRange(const typename T::Bits* const* src, 
 template <template <typename, int> class K, typename T>
 const void* kernelForOp(symmarRedOp_t op) {
   switch (op) {
-    case symmarSum: return K<T, symmarSum>::entry();
-    case symmarMax: return K<T, symmarMax>::entry();
-    case symmarMin: return K<T, symmarMin>::entry();
-    default: return nullptr;
+    case symmarSum:
+      return K<T, symmarSum>::entry();
+    case symmarMax:
+      return K<T, symmarMax>::entry();
+    case symmarMin:
+      return K<T, symmarMin>::entry();
+    default:
+      return nullptr;
   }
 }
 
 template <template <typename, int> class K>
 const void* kernelFor(symmarDataType_t dtype, symmarRedOp_t op) {
   switch (dtype) {
-    case symmarFloat32: return kernelForOp<K, F32>(op);
-    case symmarFloat16: return kernelForOp<K, F16>(op);
-    case symmarBfloat16: return kernelForOp<K, BF16>(op);
-    default: return nullptr;
+    case symmarFloat32:
+      return kernelForOp<K, F32>(op);
+    case symmarFloat16:
+      return kernelForOp<K, F16>(op);
+    case symmarBfloat16:
+      return kernelForOp<K, BF16>(op);
+    default:
+      return nullptr;
   }
 }
 

@@ -19,9 +19,9 @@ constexpr int kThreads = SYMMAR_EMU_THREADS;
 constexpr int kThreads = 512;
 #endif
 static_assert(kThreads >= kMaxRanks, "the barriers use one thread per peer");
-/// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit source descriptor that
+/// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit input offset that
 /// travels with a start flag (where the publishing rank's input for this chunk lives).
-constexpr size_t kDescOffset = sched::kFlagDescOffset;
+constexpr size_t kInputWordOffset = sched::kFlagInputWord;
 /// Rank-level "call done" flag: block 0's end slot (the other end slots are unused). One flag per
 /// rank, raised by the last block of a call, lets the next call wait for every peer block at once.
 constexpr int kDoneBlock = 0;
@@ -34,29 +34,29 @@ struct DeviceState {
 };
 
 /// Status words in mapped host memory: [0] result code (symmarTimeout, or symmarPeerFailure for a
-/// peer's out-of-range descriptor), [1] peer, [2] block.
+/// peer's out-of-range input offset), [1] peer, [2] block.
 constexpr int kStatusWords = 4;
 
 struct KernelArgs {
-  const void* send;           ///< user input (this rank's pointer)
-  void* recv;                 ///< user output
-  size_t count;               ///< elements
+  const void* send;  ///< user input (this rank's pointer)
+  void* recv;        ///< user output
+  size_t count;      ///< elements
   int rank;
   int world;
-  char* base[kMaxRanks];      ///< every rank's symmetric allocation, mapped in this process
-  char* mc_base;              ///< multicast mapping of the same layout (multimem only)
-  size_t staging_off;         ///< offset of the staging buffer in an allocation
+  char* base[kMaxRanks];  ///< every rank's symmetric allocation, mapped in this process
+  char* mc_base;          ///< multicast mapping of the same layout (multimem only)
+  size_t staging_off;     ///< offset of the staging buffer in an allocation
   size_t staging_bytes;
-  size_t chunk_elems;         ///< sched::chunkElems for this dtype and world
-  uint64_t send_desc;         ///< offset of send in own allocation when peers may read it in place; else kNoDesc
-  uint64_t desc_lo;           ///< a peer's descriptor other than kNoDesc must lie in
-  uint64_t desc_span;         ///< [desc_lo, desc_lo + desc_span) (its user heap less this call's bytes)
-  int aligned;                ///< send and recv are 16-byte aligned (vector user accesses)
+  size_t chunk_elems;    ///< sched::chunkElems for this dtype and world
+  uint64_t send_offset;  ///< offset of send in own allocation when peers may read it in place; else kStagedInput
+  uint64_t input_lo;     ///< a peer's input offset other than kStagedInput must lie in
+  uint64_t input_span;   ///< [input_lo, input_lo + input_span) (its user heap less this call's bytes)
+  int aligned;           ///< send and recv are 16-byte aligned (vector user accesses)
   DeviceState* state;
-  volatile int* status;       ///< device view of the mapped host status words
-  long long timeout_cycles;   ///< bound of every spin, in clock64 cycles
+  volatile int* status;      ///< device view of the mapped host status words
+  long long timeout_cycles;  ///< bound of every spin, in clock64 cycles
 };
-constexpr uint64_t kNoDesc = sched::kNoDesc;
+constexpr uint64_t kStagedInput = sched::kStagedInput;
 
 /// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
 /// combinations (other dtypes, f32 min/max on multimem).

@@ -15,21 +15,20 @@ __global__ void __launch_bounds__(kThreads) oneShotAllReduce(KernelArgs a) {
   if (!blockBegin(a, &sh, &epoch)) return;
 
   // In place (send == recv) never reads peers' user buffers directly: this rank would overwrite
-  // its input while peers still read it. The host clears send_desc for that case.
-  const bool peers_read_user = a.send_desc != kNoDesc;
-  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
-  const size_t basis = nchunks > 1 ? a.chunk_elems : a.count;
+  // its input while peers still read it. The host clears send_offset for that case.
+  const bool peers_read_user = a.send_offset != kStagedInput;
+  const CallShape shape = callShape(a);
   const Bits* send = static_cast<const Bits*>(a.send);
   Bits* recv = static_cast<Bits*>(a.recv);
   Bits* own_staging = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off);
 
-  for (size_t c = 0; c < nchunks; ++c) {
+  for (size_t c = 0; c < shape.nchunks; ++c) {
     const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
-    const sched::Range part = blockPart(basis, cr.size(), a.world, -1, vec);
+    const sched::Range part = blockPart(shape.split_elems, cr.size(), a.world, -1, vec);
     // Halves alternate, so the next chunk's copy-in never races with this chunk's peer reads.
     const size_t half = sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(c & 1));
     if (!peers_read_user) copyIn<T>(send + cr.begin, own_staging + half / sizeof(Bits), part, a.aligned);
-    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+    if (!blockBarrier(a, &sh, &epoch, a.send_offset)) return;
     const Bits* src[kMaxRanks];
 #pragma unroll
     for (int p = 0; p < kMaxRanks; ++p) src[p] = p < a.world ? sourceOf<T>(a, &sh, p, half, cr.begin) : nullptr;

@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "symmar/symmar.h"
+
 // multimem exists on SM90+ (and in the emulator, which models it).
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(SYMMAR_EMU)
 #define SYMMAR_HAS_MULTIMEM 1
@@ -27,6 +29,37 @@ struct OpMin {};
 
 template <typename Tag, typename Op>
 struct multimem;
+
+/// The op tag of a symmarRedOp_t value (symmarSum -> OpSum, ...).
+template <int Op>
+struct OpTag;
+template <>
+struct OpTag<symmarSum> {
+  using type = OpSum;
+};
+template <>
+struct OpTag<symmarMax> {
+  using type = OpMax;
+};
+template <>
+struct OpTag<symmarMin> {
+  using type = OpMin;
+};
+
+/// Whether PTX has a multimem.ld_reduce form for (element tag, op): every f16/bf16 op, and only
+/// the add for f32 (there is no f32 max/min form). The multimem kernel exists exactly for these.
+template <typename Tag, typename Op>
+struct has_multimem {
+  static constexpr bool value = true;
+};
+template <>
+struct has_multimem<F32Tag, OpMax> {
+  static constexpr bool value = false;
+};
+template <>
+struct has_multimem<F32Tag, OpMin> {
+  static constexpr bool value = false;
+};
 
 #if !defined(SYMMAR_EMU)
 /// Publishes a flag: orders every earlier write of this thread (and, through a preceding

@@ -15,8 +15,7 @@ __global__ void __launch_bounds__(kThreads) twoShotAllReduce(KernelArgs a) {
   uint32_t epoch;
   if (!blockBegin(a, &sh, &epoch)) return;
 
-  const size_t nchunks = sched::numChunks(a.count, a.chunk_elems);
-  const size_t basis = nchunks > 1 ? a.chunk_elems : a.count;
+  const CallShape shape = callShape(a);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);
   const size_t half1 = sched::stagingHalfOffset(a.staging_bytes, 1);
   const Bits* send = static_cast<const Bits*>(a.send);
@@ -24,26 +23,27 @@ __global__ void __launch_bounds__(kThreads) twoShotAllReduce(KernelArgs a) {
   Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half0);
   Bits* own_out = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half1);
 
-  for (size_t c = 0; c < nchunks; ++c) {
+  for (size_t c = 0; c < shape.nchunks; ++c) {
     const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
     const size_t n = cr.size();
-    if (a.send_desc == kNoDesc) {
-      for (int s = 0; s < a.world; ++s) copyIn<T>(send + cr.begin, own_in, blockPart(basis, n, a.world, s, vec), a.aligned);
+    if (a.send_offset == kStagedInput) {
+      for (int s = 0; s < a.world; ++s)
+        copyIn<T>(send + cr.begin, own_in, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
     }
-    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+    if (!blockBarrier(a, &sh, &epoch, a.send_offset)) return;
 
     // Reduce-scatter: this rank's slice, from every rank, in rank order.
     const Bits* src[kMaxRanks];
 #pragma unroll
     for (int p = 0; p < kMaxRanks; ++p) src[p] = p < a.world ? sourceOf<T>(a, &sh, p, half0, cr.begin) : nullptr;
-    reduceRange<T, Op>(src, a.world, recv + cr.begin, own_out, blockPart(basis, n, a.world, a.rank, vec), a.aligned);
-    if (!blockBarrier(a, &sh, &epoch, a.send_desc)) return;
+    reduceRange<T, Op>(src, a.world, recv + cr.begin, own_out, blockPart(shape.split_elems, n, a.world, a.rank, vec), a.aligned);
+    if (!blockBarrier(a, &sh, &epoch, a.send_offset)) return;
 
     // All-gather: every other slice from its owner's half 1.
     for (int s = 0; s < a.world; ++s) {
       if (s == a.rank) continue;
       const Bits* peer_out = reinterpret_cast<const Bits*>(a.base[s] + a.staging_off + half1);
-      copyOut<T>(peer_out, recv + cr.begin, blockPart(basis, n, a.world, s, vec), a.aligned);
+      copyOut<T>(peer_out, recv + cr.begin, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
     }
   }
   // Peers read this rank's input only before the second barrier of each chunk: no end wait needed.

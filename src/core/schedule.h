@@ -28,14 +28,14 @@ constexpr int kSlotStart = 0;
 constexpr int kSlotEnd = 1;
 /// Most blocks a kernel launches per rank; sizes the signal pad.
 constexpr int kMaxBlocks = 64;
-/// Inside a flag's stride, after the 32-bit epoch: a 64-bit source descriptor (where the rank's
-/// input for this step lives: an offset in its symmetric allocation, or kNoDesc for its staging
-/// buffer). The host backend also publishes, per epoch parity, a descriptor and a call signature
+/// Inside a flag's stride, after the 32-bit epoch: a 64-bit input offset (where the rank's
+/// input for this step lives: an offset in its symmetric allocation, or kStagedInput for its staging
+/// buffer). The host backend also publishes, per epoch parity, an input offset and a call signature
 /// (count, dtype, op, algorithm): a peer can run at most one barrier ahead, so the words of epoch e
 /// stay readable until every rank has arrived at e + 1.
-constexpr size_t kFlagDescOffset = 8;
-constexpr uint64_t kNoDesc = ~0ull;
-SYMMAR_HD size_t paritySlotOffset(uint32_t epoch, int word) {  // word 0: descriptor, 1: signature
+constexpr size_t kFlagInputWord = 8;
+constexpr uint64_t kStagedInput = ~0ull;
+SYMMAR_HD size_t paritySlotOffset(uint32_t epoch, int word) {  // word 0: input offset, 1: signature
   return 16 + (static_cast<size_t>(word) * 2 + (epoch & 1u)) * 8;
 }
 /// Signal pad bytes per rank: every (block, slot) flag.
@@ -66,7 +66,9 @@ SYMMAR_HD Range splitRange(size_t base, size_t count, int parts, int part, size_
 }
 
 /// The slice rank `rank` owns (reduces in two-shot, gathers from in the all-gather).
-SYMMAR_HD Range rankSlice(size_t count, int world, int rank, size_t vec) { return splitRange(0, count, world, rank, vec); }
+SYMMAR_HD Range rankSlice(size_t count, int world, int rank, size_t vec) {
+  return splitRange(0, count, world, rank, vec);
+}
 
 /// The part of r that block `block` of `nblocks` handles; r.begin must be vector-aligned.
 SYMMAR_HD Range blockRange(Range r, int block, int nblocks, size_t vec) {

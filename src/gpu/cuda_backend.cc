@@ -205,7 +205,7 @@ symmarResult_t CudaBackend::asyncError() {
   nccl_.markFailed();
   if (st[0] == symmarPeerFailure) {
     return fail(symmarPeerFailure,
-                "rank %d: rank %d published a source descriptor outside its heap (block %d); the comm is failed",
+                "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
                 ctx_.rank, st[1], st[2]);
   }
   return fail(static_cast<symmarResult_t>(st[0]),

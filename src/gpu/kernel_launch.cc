@@ -21,25 +21,25 @@ HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
   return l;
 }
 
-uint64_t inPlaceDescriptor(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
-                           symmarAlgo_t algo) {
-  if (!ctx.have_heap || !algorithmTraits(algo).peers_read_inputs_in_place) return kNoDesc;
+uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
+                            symmarAlgo_t algo) {
+  if (!ctx.have_heap || !algorithmTraits(algo).peers_read_inputs_in_place) return kStagedInput;
   const HeapLayout& l = ctx.layout;
   const uintptr_t heap = reinterpret_cast<uintptr_t>(ctx.bases[ctx.rank]) + l.heap_off;
   const uintptr_t s = reinterpret_cast<uintptr_t>(send);
   const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
   if (s < heap || s % sched::kVecBytes != 0 || bytes > l.heap_bytes || s - heap > l.heap_bytes - bytes) {
-    return kNoDesc;
+    return kStagedInput;
   }
-  if (!ctx.arena || !ctx.arena->contains(s - heap, bytes, nullptr)) return kNoDesc;
+  if (!ctx.arena || !ctx.arena->contains(s - heap, bytes, nullptr)) return kStagedInput;
   const bool disjoint = s + bytes <= r || r + bytes <= s;
   // One-shot writes its output while peers may still read its input: only disjoint buffers.
   // Two-shot overwrites a slice only after every peer has read it: in place is fine as well.
-  if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kNoDesc;
+  if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kStagedInput;
   return l.heap_off + (s - heap);
 }
 
-void descriptorBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span) {
+void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span) {
   *lo = ctx.layout.heap_off;
   *span = ctx.have_heap && bytes <= ctx.layout.heap_bytes ? ctx.layout.heap_bytes - bytes + 1 : 0;
 }
@@ -58,8 +58,8 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.staging_off = ctx.layout.staging_off;
   a.staging_bytes = ctx.layout.staging_bytes;
   a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
-  a.send_desc = inPlaceDescriptor(ctx, send, recv, count * elem, algo);
-  descriptorBounds(ctx, count * elem, &a.desc_lo, &a.desc_span);
+  a.send_offset = inPlaceInputOffset(ctx, send, recv, count * elem, algo);
+  inputOffsetBounds(ctx, count * elem, &a.input_lo, &a.input_span);
   a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
   a.state = ctx.state;
   a.status = ctx.status;

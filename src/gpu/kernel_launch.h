@@ -1,5 +1,5 @@
 // How a CUDA comm turns one allreduce call into a kernel launch: the heap layout, which
-// descriptor peers may read in place, the bounds a peer's descriptor must respect, and the
+// input offset peers may read in place, the bounds a peer's input offset must respect, and the
 // KernelArgs of the call. No CUDA calls here: the CUDA backend and the kernel emulator
 // (tests/emu) use the same functions, so the emulator runs exactly what a GPU would be given.
 #pragma once
@@ -39,12 +39,12 @@ struct LaunchContext {
   long long timeout_cycles = 0;
 };
 
-/// Offset in this rank's allocation that peers may read send from in place, or kNoDesc.
-uint64_t inPlaceDescriptor(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
-                           symmarAlgo_t algo);
-/// The descriptors a peer may publish for a call of bytes bytes: [*lo, *lo + *span); span 0 when
+/// Offset in this rank's allocation that peers may read send from in place, or kStagedInput.
+uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
+                            symmarAlgo_t algo);
+/// The input offsets a peer may publish for a call of bytes bytes: [*lo, *lo + *span); span 0 when
 /// none fits.
-void descriptorBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span);
+void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span);
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);

@@ -168,8 +168,7 @@ symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
         next_check = now + std::chrono::milliseconds(10);
       }
       if (now >= limit) {
-        return fail(symmarTimeout, "rank %d did not arrive at a barrier within %d ms", peer,
-                    ctx_.settings.timeout_ms);
+        return fail(symmarTimeout, "rank %d did not arrive at a barrier within %d ms", peer, ctx_.settings.timeout_ms);
       }
     }
   }
@@ -181,10 +180,10 @@ uint64_t* flagWord(uint32_t* flag, size_t offset) {
 }
 }  // namespace
 
-symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
+symmarResult_t HostBackend::barrier(int slot, uint64_t input_offset, uint64_t sig) {
   epoch_ = sched::nextEpoch(epoch_);
   uint32_t* own = heap_->flag(rank_, 0, slot);
-  __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 0)), desc, __ATOMIC_RELAXED);
+  __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 0)), input_offset, __ATOMIC_RELAXED);
   __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 1)), sig, __ATOMIC_RELAXED);
   __atomic_store_n(own, epoch_, __ATOMIC_RELEASE);  // publishes the words above with the epoch
   for (int i = 1; i < world_; ++i) {
@@ -208,26 +207,28 @@ symmarResult_t HostBackend::barrier(int slot, uint64_t desc, uint64_t sig) {
   return symmarSuccess;
 }
 
-uint64_t HostBackend::peerDesc(int peer, int slot, uint32_t epoch) const {
+uint64_t HostBackend::peerInputOffset(int peer, int slot, uint32_t epoch) const {
   return __atomic_load_n(flagWord(heap_->flag(peer, 0, slot), sched::paritySlotOffset(epoch, 0)), __ATOMIC_RELAXED);
 }
 
-symmarResult_t HostBackend::checkPeerDesc(int peer, uint64_t desc, const Call& c) {
+symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c) {
   const uint64_t heap = heap_->heapBytes();
   const uint64_t bytes = static_cast<uint64_t>(c.count) * c.elem;
-  if (desc == sched::kNoDesc || (desc <= heap && bytes <= heap - desc && desc % c.elem == 0)) return symmarSuccess;
+  if (input_offset == sched::kStagedInput ||
+      (input_offset <= heap && bytes <= heap - input_offset && input_offset % c.elem == 0))
+    return symmarSuccess;
   return failCall(fail(symmarPeerFailure,
-                       "rank %d published a source descriptor (offset %llu, %llu bytes) outside its %llu-byte heap", peer,
-                       static_cast<unsigned long long>(desc), static_cast<unsigned long long>(bytes),
+                       "rank %d published an input offset (offset %llu, %llu bytes) outside its %llu-byte heap", peer,
+                       static_cast<unsigned long long>(input_offset), static_cast<unsigned long long>(bytes),
                        static_cast<unsigned long long>(heap)));
 }
 
 uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
   const char* base = heap_->userBase(rank_);
   const char* c = static_cast<const char*>(p);
-  if (c < base || static_cast<size_t>(c - base) >= arena_.capacity()) return sched::kNoDesc;
+  if (c < base || static_cast<size_t>(c - base) >= arena_.capacity()) return sched::kStagedInput;
   return arena_.contains(static_cast<size_t>(c - base), bytes, nullptr) ? static_cast<uint64_t>(c - base)
-                                                                          : sched::kNoDesc;
+                                                                        : sched::kStagedInput;
 }
 
 uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
@@ -251,7 +252,7 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   // Count 0 moves no data but still takes part: the call signature is checked like any other, so
   // a rank that skipped a call (or passed 0 where its peers did not) is caught, not paired with
   // its peers' next call.
-  if (count == 0) return barrier(sched::kSlotStart, sched::kNoDesc, signature(call, algo));
+  if (count == 0) return barrier(sched::kSlotStart, sched::kStagedInput, signature(call, algo));
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
 }
 
@@ -287,7 +288,8 @@ symmarResult_t HostBackend::memFree(void* ptr) {
   std::vector<uint64_t> all(world_);
   all[rank_] = mine ? static_cast<uint64_t>(p - base) : UINT64_MAX;
   SYMMAR_CHECK(ctx_.bootstrap->allGather(all.data(), sizeof(uint64_t)));
-  if (!mine) return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
+  if (!mine)
+    return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
   for (int r = 0; r < world_; ++r) {
     if (all[r] != all[rank_]) {
       return fail(symmarInvalidUsage, "symmarMemFree: rank %d freed a different buffer than rank %d", r, rank_);

@@ -38,14 +38,14 @@ class HostBackend : public Backend {
   explicit HostBackend(const BackendContext& ctx);
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
-  /// Arrives at the next barrier epoch on slot, publishing desc and sig with the flag, and waits
+  /// Arrives at the next barrier epoch on slot, publishing input_offset and sig with the flag, and waits
   /// (bounded) for every peer. With sig != 0 every peer must have published the same signature:
   /// a mismatch (ranks calling different collectives) gives symmarInvalidUsage on every rank.
-  symmarResult_t barrier(int slot, uint64_t desc = sched::kNoDesc, uint64_t sig = 0);
-  /// The descriptor peer published with its flag of epoch on slot.
-  uint64_t peerDesc(int peer, int slot, uint32_t epoch) const;
+  symmarResult_t barrier(int slot, uint64_t input_offset = sched::kStagedInput, uint64_t sig = 0);
+  /// The input offset peer published with its flag of epoch on slot.
+  uint64_t peerInputOffset(int peer, int slot, uint32_t epoch) const;
   /// Offset of [p, p + bytes) in this rank's user heap when it lies in one symmarMemAlloc block
-  /// (peers may then read it in place), else kNoDesc.
+  /// (peers may then read it in place), else kStagedInput.
   uint64_t symmetricOffset(const void* p, size_t bytes) const;
   static uint64_t signature(const Call& c, symmarAlgo_t algo);
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
@@ -54,8 +54,8 @@ class HostBackend : public Backend {
   symmarResult_t peerFailed(int peer, uint32_t target);
   /// Failed, left without making this call, or exited: why peer will never arrive.
   symmarResult_t peerGone(int peer);
-  /// A peer's descriptor must name count elements inside its user heap, or the call fails.
-  symmarResult_t checkPeerDesc(int peer, uint64_t desc, const Call& c);
+  /// A peer's input offset must name count elements inside its user heap, or the call fails.
+  symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c);
   /// Tells peers this rank failed a call (they must fail it too); returns res.
   symmarResult_t failCall(symmarResult_t res);
   /// Marks this rank failed from barrier epoch on (peers fail every call that reaches it).

@@ -15,7 +15,7 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
     memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
-    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kNoDesc, k == 0 ? signature(c, symmarAlgoOneShot) : 0));
+    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? signature(c, symmarAlgoOneShot) : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
     reduceRanks(c.recv + r.begin * c.elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
     last_read_half_ = half;

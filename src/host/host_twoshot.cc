@@ -17,7 +17,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   // A send buffer from symmarMemAlloc is read by peers in place (no copy into staging): they read
   // only their own slices of it, all before the end barrier, so neither in-place output nor the
   // caller's next write can race with them.
-  const uint64_t desc = symmetricOffset(c.send, c.count * c.elem);
+  const uint64_t input_offset = symmetricOffset(c.send, c.count * c.elem);
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int in_half = takeWriteHalf();
@@ -27,20 +27,20 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const sched::Range mine = sched::rankSlice(r.size(), world_, rank_, vec);
     const size_t off = mine.begin * c.elem;
     const char* src = c.send + r.begin * c.elem;
-    if (desc == sched::kNoDesc) {
+    if (input_offset == sched::kStagedInput) {
       char* staged = heap_->staging(rank_, in_half);
       memcpy(staged, src, off);
       memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
-    SYMMAR_CHECK(barrier(sched::kSlotStart, desc, k == 0 ? signature(c, symmarAlgoTwoShot) : 0));
+    SYMMAR_CHECK(barrier(sched::kSlotStart, input_offset, k == 0 ? signature(c, symmarAlgoTwoShot) : 0));
     const uint32_t start_epoch = epoch_;
 
     for (int p = 0; p < world_; ++p) {
-      const uint64_t d = p == rank_ ? desc : peerDesc(p, sched::kSlotStart, start_epoch);
-      if (p != rank_) SYMMAR_CHECK(checkPeerDesc(p, d, c));
+      const uint64_t d = p == rank_ ? input_offset : peerInputOffset(p, sched::kSlotStart, start_epoch);
+      if (p != rank_) SYMMAR_CHECK(checkPeerInputOffset(p, d, c));
       if (p == rank_) {
         srcs_[p] = src + off;
-      } else if (d != sched::kNoDesc) {
+      } else if (d != sched::kStagedInput) {
         srcs_[p] = heap_->userBase(p) + d + (r.begin + mine.begin) * c.elem;
       } else {
         srcs_[p] = heap_->staging(p, in_half) + off;

@@ -1,6 +1,6 @@
 // The barrier and epoch protocol across calls, on the emulated runtime: a thousand calls with one
 // persistent DeviceState (what CUDA graph replays do) while counts and algorithms change, epochs
-// that wrap past 2^32, a rank that never launches, and a peer publishing a descriptor outside its
+// that wrap past 2^32, a rank that never launches, and a peer publishing an input offset outside its
 // heap.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"
+#include "plan/algorithms.h"
 
 namespace symmar {
 namespace emu {
@@ -107,16 +108,16 @@ TEST(Protocol, RankThatNeverLaunchesTimesOutTheOthers) {
 
 // A peer announcing an input "in place" at an offset outside its heap (a corrupted or hostile
 // rank): the others refuse it with symmarPeerFailure naming that rank, before reading anything.
-TEST(Protocol, PeerDescriptorOutsideItsHeapFailsTheCall) {
+TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   static const uint64_t kHugeOffset = uint64_t{1} << 40;
   EmuOptions o;
   o.world = 2;
   o.timeout_ms = 2000;
   EmuComm comm(o);
-  // Rank 1 arrives at block 0's first barrier with a descriptor 1 TiB into its allocation.
+  // Rank 1 arrives at block 0's first barrier with an input offset 1 TiB into its allocation.
   char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
   uint32_t* flag = reinterpret_cast<uint32_t*>(pad1 + sched::flagOffset(0, sched::kSlotStart));
-  std::memcpy(reinterpret_cast<char*>(flag) + gpu::kDescOffset, &kHugeOffset, sizeof(kHugeOffset));
+  std::memcpy(reinterpret_cast<char*>(flag) + gpu::kInputWordOffset, &kHugeOffset, sizeof(kHugeOffset));
   *flag = 1;
   std::vector<char> send(4096), recv(4096);
   const gpu::KernelArgs a0 =
@@ -124,6 +125,31 @@ TEST(Protocol, PeerDescriptorOutsideItsHeapFailsTheCall) {
   runConcurrently({Launch{gpu::kernelOf(symmarAlgoTwoShot, symmarFloat32, symmarSum, false), 1, a0}});
   EXPECT_EQ(comm.status(0)[0], symmarPeerFailure);
   EXPECT_EQ(comm.status(0)[1], 1);
+}
+
+}  // namespace emu
+}  // namespace symmar
+
+namespace symmar {
+namespace emu {
+
+// The planner's algorithm traits and the kernels agree: on an NVSwitch with multicast, an
+// algorithm is available for (dtype, op) exactly when a kernel serves it.
+TEST(Protocol, AlgorithmTraitsMatchTheKernels) {
+  symmarTopology_t topo{};
+  topo.cc_major = 9;
+  topo.link = symmarLinkNvSwitch;
+  topo.world_size = 8;
+  topo.multicast = 1;
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem}) {
+    for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+      for (int op = 0; op < symmarNumOps; ++op) {
+        const auto o = static_cast<symmarRedOp_t>(op);
+        EXPECT_EQ(algorithmTraits(algo).can_implement(topo, dt, o, 0), gpu::kernelOf(algo, dt, o, true) != nullptr)
+            << symmarAlgoName(algo) << " dtype " << dt << " op " << op;
+      }
+    }
+  }
 }
 
 }  // namespace emu

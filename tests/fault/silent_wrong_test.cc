@@ -1,6 +1,6 @@
 // The ways a rank could return symmarSuccess with a wrong result. Each test failed before its fix:
 // a late rank completing a call its peer had failed, one unique id shared by two comms, count 0
-// shifting the pairing of later calls, and a peer's out-of-range source descriptor.
+// shifting the pairing of later calls, and a peer's out-of-range input offset.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -174,9 +174,9 @@ uint64_t twoShotSignature(size_t count) {
 
 }  // namespace
 
-// A hostile rank 1 arrives at rank 0's two-shot barrier with a source descriptor far outside its
+// A hostile rank 1 arrives at rank 0's two-shot barrier with an input offset far outside its
 // heap. Rank 0 must refuse it (symmarPeerFailure), not read outside the mapping.
-TEST(SilentWrong, PeerDescriptorOutsideItsHeapIsRefused) {
+TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefused) {
   symmarUniqueId id;
   ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
   constexpr size_t kCount = 4096;
@@ -191,9 +191,9 @@ TEST(SilentWrong, PeerDescriptorOutsideItsHeapIsRefused) {
       uint32_t* flag =
           reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
       auto* words = reinterpret_cast<char*>(flag);
-      const uint64_t desc = uint64_t{1} << 40;
+      const uint64_t input_offset = uint64_t{1} << 40;
       const uint64_t sig = twoShotSignature(kCount);
-      memcpy(words + sched::paritySlotOffset(epoch, 0), &desc, sizeof(desc));
+      memcpy(words + sched::paritySlotOffset(epoch, 0), &input_offset, sizeof(input_offset));
       memcpy(words + sched::paritySlotOffset(epoch, 1), &sig, sizeof(sig));
       __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);
       sleepMs(3000);
@@ -203,7 +203,7 @@ TEST(SilentWrong, PeerDescriptorOutsideItsHeapIsRefused) {
     symmarResult_t res =
         symmarAllReduceAlgo(buf.data(), buf.data(), kCount, symmarFloat32, symmarSum, symmarAlgoTwoShot, comm, nullptr);
     std::string err = symmarGetLastError(comm);
-    if (res != symmarPeerFailure || err.find("descriptor") == std::string::npos) {
+    if (res != symmarPeerFailure || err.find("input offset") == std::string::npos) {
       fprintf(stderr, "rank 0: %s: %s\n", symmarGetErrorString(res), err.c_str());
       return 11;
     }
