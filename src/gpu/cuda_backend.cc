@@ -223,12 +223,12 @@ symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
   }
   size_t off = 0;
   const bool ok = arena_.allocate(bytes, &off);
-  struct Rec {
+  struct AllocOutcome {
     uint64_t ok;
     uint64_t off;
   };
-  std::vector<Rec> all;
-  SYMMAR_CHECK(gatherAll(bs, Rec{ok ? 1u : 0u, off}, &all));
+  std::vector<AllocOutcome> all;
+  SYMMAR_CHECK(gatherAll(bs, AllocOutcome{ok ? 1u : 0u, off}, &all));
   for (size_t r = 0; r < all.size(); ++r) {
     if (!all[r].ok || all[r].off != all[0].off) {
       if (ok) arena_.release(off);

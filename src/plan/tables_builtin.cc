@@ -20,7 +20,7 @@ constexpr uint64_t KiB = 1024;
 constexpr uint64_t MiB = 1024 * 1024;
 constexpr symmarAlgo_t ONE = symmarAlgoOneShot;
 constexpr symmarAlgo_t TWO = symmarAlgoTwoShot;
-constexpr symmarAlgo_t MM = symmarAlgoMultimem;
+constexpr symmarAlgo_t MULTIMEM = symmarAlgoMultimem;
 
 struct Spec {
   int arch;
@@ -38,13 +38,13 @@ const Spec kSpecs[] = {
     // ---- sm90: H100 / H200 ----
     {90, SW, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}},
      "vLLM all_reduce_utils.py 9.0: one-stage always at ws=2 (custom AR), symm-mem two-shot to 64 MiB"},
-    {90, SW, 3, 4, {{ONE, 512 * KiB}, {MM, 32 * MiB}},
+    {90, SW, 3, 4, {{ONE, 512 * KiB}, {MULTIMEM, 32 * MiB}},
      "vLLM custom AR one-stage rule (ws<=4, <512 KiB); vLLM PR 24111 TP4 0.5 MiB one-stage 10us vs "
      "multimem 16us; vLLM symm-mem 9.0 ws=4 multimem to 32 MiB"},
-    {90, SW, 5, 6, {{ONE, 256 * KiB}, {MM, 64 * MiB}},
+    {90, SW, 5, 6, {{ONE, 256 * KiB}, {MULTIMEM, 64 * MiB}},
      "vLLM custom AR one-stage rule (ws<=8, <256 KiB); vLLM symm-mem 9.0 ws=6 multimem to 64 MiB; "
      "PR 24111 TP6 multimem 21us vs NCCL 43us at 2 MiB"},
-    {90, SW, 7, 8, {{ONE, 64 * KiB}, {MM, 64 * MiB}},
+    {90, SW, 7, 8, {{ONE, 64 * KiB}, {MULTIMEM, 64 * MiB}},
      "NCCL symmetric cost model H100x8 (one-shot LL 6.7us at 14 KiB, NVLS from 2 tokens); vLLM PR 33839 "
      "custom AR wins to 64 KiB; vLLM symm-mem 9.0 ws=8 multimem to 64 MiB"},
     {90, NVL, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, "vLLM custom AR 9.0 ws=2 (P2P kernels, no multicast)"},
@@ -58,7 +58,7 @@ const Spec kSpecs[] = {
      "vLLM PR 42324 B200 ws=2: NCCL wins at 512 KiB (13us vs 16-17us), so symmetric only below"},
     {100, SW, 3, 4, {{ONE, 1 * MiB}, {TWO, 32 * MiB}},
      "TensorRT-LLM customAllReduceUtils.h SM100: one-shot to 128 tokens; vLLM symm-mem 10.0 ws=4 to 32 MiB"},
-    {100, SW, 5, 8, {{ONE, 256 * KiB}, {MM, 128 * MiB}},
+    {100, SW, 5, 8, {{ONE, 256 * KiB}, {MULTIMEM, 128 * MiB}},
      "vLLM custom AR rule (<256 KiB); vLLM symm-mem 10.0 ws=6,8 multimem to 128 MiB; NCCL cost model B200x8 "
      "(LL 12.3us at 1-2 tokens, NVLS above)"},
     {100, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 8 * MiB}}, "vLLM custom AR 10.0 (1-2 MiB P2P), conservative without a switch"},
@@ -67,7 +67,7 @@ const Spec kSpecs[] = {
     // ---- sm103: B300 ----
     {103, SW, 2, 2, {{ONE, 4 * MiB}}, "vLLM custom AR 10.3 ws=2 to 4 MiB"},
     {103, SW, 3, 4, {{ONE, 512 * KiB}, {TWO, 32 * MiB}}, "vLLM custom AR 10.3 ws=4; vLLM symm-mem 10.3 ws=4 to 32 MiB"},
-    {103, SW, 5, 8, {{ONE, 1 * MiB}, {MM, 32 * MiB}},
+    {103, SW, 5, 8, {{ONE, 1 * MiB}, {MULTIMEM, 32 * MiB}},
      "vLLM PR 37756 B300: one-stage 7us vs multimem 13us at 16 KiB; multimem wins 2-32 MiB; NCCL wins at 64 MiB"},
     // nvlink and pcie: no rows of its own; the family (sm100) rows serve (the copies once here had the
     // same numbers and existed only so that every (arch, link, world) had a row).

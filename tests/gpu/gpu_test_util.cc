@@ -1,5 +1,8 @@
 #include "gpu_test_util.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,53 +73,11 @@ cudaError_t LocalWorld::sync() const {
   return first;
 }
 
-uint16_t floatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16ToFloat(uint16_t b) {
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1f;
-  const uint32_t man = h & 0x3ffu;
-  float mag;
-  if (exp == 0) mag = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) mag = man ? NAN : INFINITY;
-  else mag = std::ldexp(static_cast<float>(man | 0x400u), exp - 25);
-  uint32_t u;
-  std::memcpy(&u, &mag, 4);
-  u |= sign;
-  std::memcpy(&mag, &u, 4);
-  return mag;
-}
-
-uint16_t floatToHalf(float f) {
-  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
-  float a = std::fabs(f);
-  if (std::isnan(f)) return 0x7e00;
-  if (a >= 65520.0f) return sign | 0x7c00;
-  if (a < std::ldexp(1.0f, -14)) {  // subnormal: units of 2^-24
-    return sign | static_cast<uint16_t>(std::nearbyint(a * std::ldexp(1.0f, 24)));
-  }
-  int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  float scaled = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits
-  if (scaled >= 2048.0f) {
-    scaled /= 2;
-    ++e;
-  }
-  return sign | static_cast<uint16_t>(((e + 14) << 10) | (static_cast<uint32_t>(scaled) & 0x3ffu));
-}
+// CUDA's own host conversions (round to nearest even): independent of the library's converters.
+uint16_t floatToBf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+float bf16ToFloat(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+float halfToFloat(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+uint16_t floatToHalf(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
 size_t elemSize(symmarDataType_t t) { return t == symmarFloat32 ? 4 : 2; }
 
