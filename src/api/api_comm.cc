@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,63 +185,6 @@ std::string describeComm(const symmarComm& comm) {
 }
 
 }  // namespace
-
-CommUse::CommUse(symmarComm* comm) {
-  if (!comm) {
-    result_ = fail(symmarInvalidArgument, "comm is NULL");
-    return;
-  }
-  comm->users.fetch_add(1);
-  if (comm->magic.load() != kCommMagic) {
-    comm->users.fetch_sub(1);
-    result_ = fail(symmarInvalidUsage,
-                   "comm is not a live communicator (destroyed, or being destroyed by another thread)");
-    return;
-  }
-  comm_ = comm;
-}
-
-namespace {
-
-/// Destroyed comms stay allocated (emptied) for the next kTombstones destroys, so a stale handle
-/// gets symmarInvalidUsage instead of touching freed memory. Older ones are freed.
-constexpr size_t kTombstones = 1024;
-std::mutex g_tombstones_mutex;
-std::deque<std::unique_ptr<symmarComm>> g_tombstones;
-
-void bury(symmarComm* comm) {
-  comm->backend.reset();
-  comm->bootstrap.reset();
-  comm->tables = Tables();
-  comm->row = nullptr;
-  std::lock_guard<std::mutex> lock(g_tombstones_mutex);
-  g_tombstones.emplace_back(comm);
-  if (g_tombstones.size() > kTombstones) g_tombstones.pop_front();
-}
-
-}  // namespace
-
-symmarResult_t checkComm(symmarComm* comm) {
-  if (!comm) return fail(symmarInvalidArgument, "comm is NULL");
-  int failed = comm->failed.load(std::memory_order_acquire);
-  if (failed != symmarSuccess) {
-    std::lock_guard<std::mutex> lock(comm->error_mutex);
-    return fail(symmarInvalidUsage, "comm failed earlier (%s): %s", symmarGetErrorString(static_cast<symmarResult_t>(failed)),
-                comm->failed_cause.c_str());
-  }
-  return symmarSuccess;
-}
-
-void noteFailure(symmarComm* comm, symmarResult_t res) {
-  if (res != symmarTimeout && res != symmarPeerFailure) return;
-  std::lock_guard<std::mutex> lock(comm->error_mutex);
-  if (comm->failed.load() == symmarSuccess) {
-    comm->failed_cause = threadLastError();
-    comm->failed.store(res, std::memory_order_release);
-    if (comm->backend) comm->backend->noteCommFailed();
-  }
-}
-
 }  // namespace symmar
 
 extern "C" {
@@ -329,7 +271,7 @@ symmarResult_t symmarCommDestroy(symmarComm_t comm) {
     if (comm->fallback_release) comm->fallback_release(comm->fallback_user);
     comm->fallback_release = nullptr;
     comm->fallback_fn = nullptr;
-    bury(comm);
+    buryComm(comm);
     return symmarSuccess;
   });
 }

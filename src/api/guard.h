@@ -74,6 +74,9 @@ symmarResult_t guardedComm(symmarComm* comm, F&& body) {
 
 /// Checks that a live comm is usable for a collective: not failed by an earlier timeout or peer loss.
 symmarResult_t checkComm(symmarComm* comm);
+/// Empties a destroyed comm and keeps it allocated for the next 1,024 destroys, so a stale handle
+/// gets symmarInvalidUsage instead of touching freed memory.
+void buryComm(symmarComm* comm);
 /// Records a timeout or peer failure: the comm stays failed.
 void noteFailure(symmarComm* comm, symmarResult_t res);
 
