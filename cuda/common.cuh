@@ -29,7 +29,8 @@ namespace gpu {
 struct BlockShared {
   uint64_t input_offset[kMaxRanks];  ///< every rank's input offset from the last start barrier
   uint32_t done_epoch;               ///< set in the last block: the done-flag value it published
-  int abort;                         ///< a spin of this block timed out
+  int abort;                         ///< a spin of this block timed out or a peer failed
+  int failed_before;                 ///< the comm had failed before this kernel started
   int last;                          ///< this block was the last of the grid to finish
 };
 
@@ -44,25 +45,31 @@ __device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
 #define SYMMAR_NOINLINE __attribute__((noinline))
 #endif
 
-/// Records a failure (symmarTimeout, symmarPeerFailure) in the comm's status words for the host.
-inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code) {
+__device__ __forceinline__ uint32_t* failedWord(char* base) {
+  return reinterpret_cast<uint32_t*>(base + sched::kFailedWordOffset);
+}
+
+/// Records a failure in the comm's status words for the host, and in this rank's failed word for
+/// its peers. Both are sticky: every later kernel of this rank, and of every peer, exits at entry.
+inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
   ptx::st_status(a.status + 1, peer);
   ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
+  ptx::st_status(a.status + 3, reason);
   __threadfence_system();
   ptx::st_status(a.status, code);
   __threadfence_system();
+  ptx::st_release_sys(failedWord(a.base[a.rank]), 1u);
 }
-__device__ __forceinline__ void reportTimeout(const KernelArgs& a, int peer) { reportFailure(a, peer, symmarTimeout); }
 
-/// Spins until *flag reaches target. Bounded: gives up after timeout_cycles (reporting it) or as
-/// soon as another block of this comm has reported a failure.
+/// Spins until *flag reaches target. Bounded: gives up after timeout_ns (reporting it) or as soon
+/// as another block of this comm has reported a failure.
 __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* flag, uint32_t target, int peer) {
-  const long long start = clock64();
+  const long long start = ptx::globaltimer();
   for (uint32_t n = 1;; ++n) {
     if (sched::epochReached(ptx::ld_acquire_sys(flag), target)) return true;
     if ((n & 63u) == 0) {
-      if (clock64() - start > a.timeout_cycles) {
-        reportTimeout(a, peer);
+      if (ptx::globaltimer() - start > a.timeout_ns) {
+        reportFailure(a, peer, symmarTimeout, kReasonTimeout);
         return false;
       }
       if ((n & 8191u) == 0 && ptx::ld_status(a.status) != 0) return false;
@@ -70,16 +77,28 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
   }
 }
 
-/// Start of every kernel: loads this block's epoch and waits until every peer finished its previous
-/// call (so nothing this call writes is still being read). False when the block must exit.
+/// Start of every kernel. A comm that failed before (this rank's status, or a peer's failed word)
+/// exits here, before touching a flag or the user's buffers: a graph replay or a call queued before
+/// the host noticed never pairs with abandoned flags. Otherwise loads this block's epoch and waits
+/// until every peer finished its previous call (so nothing this call writes is still being read).
+/// False when the block must exit.
 __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
   const int t = threadIdx.x;
-  if (t == 0) sh->abort = 0;
+  if (t == 0) {
+    sh->failed_before = ptx::ld_status(a.status) != 0;
+    sh->abort = 0;
+  }
   *epoch = a.state->start_epoch[blockIdx.x];
   const uint32_t calls = a.state->end_epoch;
   __syncthreads();
+  if (sh->failed_before) return false;
   if (t < a.world && t != a.rank) {
-    if (!spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), calls, t)) sh->abort = 1;
+    if (ptx::ld_acquire_sys(failedWord(a.base[t])) != 0) {
+      reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+      sh->abort = 1;
+    } else if (!spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), calls, t)) {
+      sh->abort = 1;
+    }
   }
   __syncthreads();
   return sh->abort == 0;
@@ -108,7 +127,7 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
       // A peer's input offset is an offset into its mapping: one outside its user heap would make
       // this rank read outside the mapping. Fail the call instead.
       if (d != kStagedInput && (d - a.input_lo >= a.input_span || d % sched::kVecBytes != 0)) {
-        reportFailure(a, t, symmarPeerFailure);
+        reportFailure(a, t, symmarPeerFailure, kReasonBadInputOffset);
         sh->abort = 1;
       }
     } else {

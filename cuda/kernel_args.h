@@ -33,9 +33,15 @@ struct DeviceState {
   uint32_t done_count;                      ///< blocks of the running call that finished
 };
 
-/// Status words in mapped host memory: [0] result code (symmarTimeout, or symmarPeerFailure for a
-/// peer's out-of-range input offset), [1] peer, [2] block.
+/// Status words in mapped host memory: [0] result code (symmarTimeout or symmarPeerFailure),
+/// [1] peer, [2] block, [3] FailureReason. Non-zero [0] is sticky: every later kernel of the comm
+/// exits at entry, before it touches a flag or the user's buffers.
 constexpr int kStatusWords = 4;
+enum FailureReason : int {
+  kReasonTimeout = 1,         ///< a spin on peer [1] passed the timeout
+  kReasonBadInputOffset = 2,  ///< peer [1] published an input offset outside its heap
+  kReasonPeerFailed = 3,      ///< peer [1] had already failed (its failed word was set)
+};
 
 struct KernelArgs {
   const void* send;  ///< user input (this rank's pointer)
@@ -54,7 +60,7 @@ struct KernelArgs {
   int aligned;           ///< send and recv are 16-byte aligned (vector user accesses)
   DeviceState* state;
   volatile int* status;      ///< device view of the mapped host status words
-  long long timeout_cycles;  ///< bound of every spin, in clock64 cycles
+  long long timeout_ns;      ///< bound of every spin, in %globaltimer nanoseconds
 };
 constexpr uint64_t kStagedInput = sched::kStagedInput;
 

@@ -82,6 +82,13 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys_u64(const uint64_t* p) {
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+/// Nanoseconds of the GPU's global timer: wall time, unlike clock64, whose rate follows the SM
+/// clock (a bound in cycles at the peak clock would last longer on a throttled GPU).
+__device__ __forceinline__ long long globaltimer() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 /// The comm's status words (host-mapped memory the host polls): plain volatile accesses.
 __device__ __forceinline__ void st_status(volatile int* p, int v) { *p = v; }
 __device__ __forceinline__ int ld_status(const volatile int* p) { return *p; }

@@ -38,8 +38,14 @@ constexpr uint64_t kStagedInput = ~0ull;
 SYMMAR_HD size_t paritySlotOffset(uint32_t epoch, int word) {  // word 0: input offset, 1: signature
   return 16 + (static_cast<size_t>(word) * 2 + (epoch & 1u)) * 8;
 }
-/// Signal pad bytes per rank: every (block, slot) flag.
-constexpr size_t kSignalPadBytes = static_cast<size_t>(kMaxBlocks) * kBarrierSlots * kFlagStride;
+/// Bytes of every (block, slot) flag.
+constexpr size_t kFlagBytes = static_cast<size_t>(kMaxBlocks) * kBarrierSlots * kFlagStride;
+/// After the flags, on a line of its own: the rank's "failed" word (GPU kernels). Non-zero once any
+/// kernel of the rank gave up; peers' kernels read it at entry and exit instead of pairing with
+/// the failed rank's abandoned flags.
+constexpr size_t kFailedWordOffset = kFlagBytes;
+/// Signal pad bytes per rank: every (block, slot) flag, then the failed word.
+constexpr size_t kSignalPadBytes = kFlagBytes + kFlagStride;
 
 /// Half-open element range [begin, end).
 struct Range {

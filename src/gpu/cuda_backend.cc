@@ -95,10 +95,7 @@ symmarResult_t CudaBackend::initBlocks() {
   std::vector<int32_t> caps;
   SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap, &caps));
   nblocks_ = *std::min_element(caps.begin(), caps.end());
-  int khz = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_) != cudaSuccess || khz <= 0) khz = 2000000;
-  // The peak clock makes the bound a lower limit in wall time (a throttled SM counts slower).
-  timeout_cycles_ = static_cast<long long>(timeout_ms_) * khz;
+  timeout_ns_ = static_cast<long long>(timeout_ms_) * 1000000;  // spins count %globaltimer nanoseconds
   return symmarSuccess;
 }
 
@@ -174,7 +171,7 @@ LaunchContext CudaBackend::launchContext() const {
   ctx.arena = &arena_;
   ctx.state = state_;
   ctx.status = status_dev_;
-  ctx.timeout_cycles = timeout_cycles_;
+  ctx.timeout_ns = timeout_ns_;
   return ctx;
 }
 
@@ -203,14 +200,18 @@ symmarResult_t CudaBackend::asyncError() {
   const volatile int* st = status_host_;
   if (!st || st[0] == 0) return symmarSuccess;
   nccl_.markFailed();
-  if (st[0] == symmarPeerFailure) {
-    return fail(symmarPeerFailure,
-                "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
-                ctx_.rank, st[1], st[2]);
+  const auto code = static_cast<symmarResult_t>(st[0]);
+  switch (st[3]) {
+    case kReasonBadInputOffset:
+      return fail(code, "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
+                  ctx_.rank, st[1], st[2]);
+    case kReasonPeerFailed:
+      return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", ctx_.rank,
+                  st[1]);
+    default:
+      return fail(code, "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
+                  ctx_.rank, timeout_ms_, st[1], st[2]);
   }
-  return fail(static_cast<symmarResult_t>(st[0]),
-              "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
-              ctx_.rank, timeout_ms_, st[1], st[2]);
 }
 
 symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {

@@ -46,7 +46,7 @@ class CudaBackend : public Backend {
   int timeout_ms_ = 0;
   uint32_t epoch_start_ = 0;
   int nblocks_ = 1;
-  long long timeout_cycles_ = 0;
+  long long timeout_ns_ = 0;
   Topology topo_;
   HeapLayout layout_;
   SymmetricHeap heap_;

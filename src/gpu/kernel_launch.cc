@@ -63,7 +63,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.aligned = (reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) % sched::kVecBytes == 0;
   a.state = ctx.state;
   a.status = ctx.status;
-  a.timeout_cycles = ctx.timeout_cycles;
+  a.timeout_ns = ctx.timeout_ns;
   return a;
 }
 

@@ -36,7 +36,7 @@ struct LaunchContext {
   const SymmetricArena* arena = nullptr;  ///< symmarMemAlloc blocks of the user heap
   DeviceState* state = nullptr;
   volatile int* status = nullptr;
-  long long timeout_cycles = 0;
+  long long timeout_ns = 0;
 };
 
 /// Offset in this rank's allocation that peers may read send from in place, or kStagedInput.

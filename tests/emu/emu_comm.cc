@@ -61,7 +61,7 @@ gpu::LaunchContext EmuComm::context(int r) const {
   ctx.arena = &arenas_[static_cast<size_t>(r)];
   ctx.state = states_[static_cast<size_t>(r)].get();
   ctx.status = const_cast<int*>(status_[static_cast<size_t>(r)].words);
-  ctx.timeout_cycles = static_cast<long long>(o_.timeout_ms) * 1000000;  // the emulated clock counts ns
+  ctx.timeout_ns = static_cast<long long>(o_.timeout_ms) * 1000000;
   return ctx;
 }
 

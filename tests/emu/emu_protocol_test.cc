@@ -133,6 +133,43 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
 namespace symmar {
 namespace emu {
 
+// A rank whose kernel timed out leaves its flags raised. A replay (or a call queued before the
+// host noticed) must not pair with them: the failed rank's kernels and every peer's exit at entry
+// without writing a byte, and the peer reports which rank had failed.
+TEST(Protocol, AfterATimeoutNoKernelOfAnyRankProducesData) {
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    EmuOptions o;
+    o.world = 2;
+    o.timeout_ms = 300;
+    EmuComm comm(o);
+    constexpr size_t kCount = 512;
+    std::vector<std::vector<char>> send(2, std::vector<char>(kCount * 4)), recv(2, std::vector<char>(kCount * 4));
+    EmuCall c{algo, symmarFloat32, symmarSum, kCount, {}, {}};
+    for (int r = 0; r < 2; ++r) {
+      fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), kCount, r, 0);
+      c.send.push_back(send[static_cast<size_t>(r)].data());
+      c.recv.push_back(recv[static_cast<size_t>(r)].data());
+    }
+    ASSERT_TRUE(comm.run(c, {0}));  // rank 1 is late: rank 0 gives up
+    ASSERT_EQ(comm.status(0)[0], symmarTimeout);
+    for (int r = 0; r < 2; ++r) {
+      fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), kCount, r, 1);
+      std::memset(recv[static_cast<size_t>(r)].data(), 0x5a, kCount * 4);
+    }
+    ASSERT_TRUE(comm.run(c));  // the replay: both ranks launch
+    EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "the first failure stays";
+    EXPECT_EQ(comm.status(1)[0], symmarPeerFailure) << symmarAlgoName(algo);
+    EXPECT_EQ(comm.status(1)[1], 0) << "rank 1 names the rank that had failed";
+    EXPECT_EQ(comm.status(1)[3], gpu::kReasonPeerFailed);
+    for (int r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < kCount * 4; ++i) {
+        ASSERT_EQ(static_cast<unsigned char>(recv[static_cast<size_t>(r)][i]), 0x5a)
+            << symmarAlgoName(algo) << ": rank " << r << " wrote output after the comm failed";
+      }
+    }
+  }
+}
+
 // The planner's algorithm traits and the kernels agree: on an NVSwitch with multicast, an
 // algorithm is available for (dtype, op) exactly when a kernel serves it.
 TEST(Protocol, AlgorithmTraitsMatchTheKernels) {

@@ -38,6 +38,7 @@ inline void st_status(volatile int* p, int v) {
 inline int ld_status(const volatile int* p) {
   return std::atomic_ref<int>(*const_cast<int*>(p)).load(std::memory_order_relaxed);
 }
+inline long long globaltimer() { return ::symmar::emu::clockNanos(); }
 /// The unicast and multicast views are the same host memory here: nothing to order.
 inline void fence_proxy_alias() {}
 inline uint4 ld_vec(const void* p) {

@@ -63,7 +63,8 @@ T& blockShared() {
   return *reinterpret_cast<T*>(threadContext().block->shared);
 }
 
-/// Nanoseconds of a steady clock; yields, so spinning threads let the others run.
+/// Nanoseconds of a steady clock (the emulated %globaltimer); yields, so spinning threads let the
+/// others run.
 long long clockNanos();
 
 /// Multicast emulation: a range of "multicast addresses" standing for the same offsets in every
@@ -126,7 +127,6 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_acq_rel);
 }
-inline long long clock64() { return ::symmar::emu::clockNanos(); }
 [[noreturn]] inline void __trap() { std::abort(); }
 inline float __uint_as_float(uint32_t b) {
   float f;
