@@ -117,6 +117,15 @@ symmarResult_t NcclFallback::allReduce(const BackendContext& ctx, const void* se
   if (!lib_) return fail(symmarUnsupported, "the NCCL fallback is not available (libnccl not loaded)");
   int type = ncclType(dtype);
   if (type < 0) return fail(symmarInvalidArgument, "data type %s has no NCCL equivalent", dtypeName(dtype));
+  if (!comm_) {
+    // Creating the NCCL communicator is collective and synchronous: it cannot happen inside a
+    // CUDA graph capture (the capture would break or silently lose the NCCL call).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone) {
+      return fail(symmarInvalidUsage, "the NCCL fallback's first call is inside a CUDA graph capture: make one eager "
+                  "call that NCCL serves (or symmarCommAdoptNccl) before capturing");
+    }
+  }
   SYMMAR_CHECK(ensureComm(ctx));
   int res = all_reduce_(send, recv, count, type, ncclOp(op), comm_, stream);
   if (res != kNcclSuccess) return ncclFailure(res, "ncclAllReduce");
