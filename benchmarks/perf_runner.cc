@@ -109,12 +109,16 @@ class GpuBuffers : public Buffers {
   void* send() override { return send_; }
   void* recv() override { return recv_; }
   void* stream() override { return stream_; }
+  // On the timed stream: the allreduce (non-blocking stream) is ordered after the upload and
+  // before the download.
   void upload(const std::vector<char>& host) override {
-    cudaMemcpy(send_, host.data(), host.size(), cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(send_, host.data(), host.size(), cudaMemcpyHostToDevice, stream_);
+    cudaStreamSynchronize(stream_);
   }
   void download(std::vector<char>* host, size_t bytes) override {
     host->resize(bytes);
-    cudaMemcpy(host->data(), recv_, bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpyAsync(host->data(), recv_, bytes, cudaMemcpyDeviceToHost, stream_);
+    cudaStreamSynchronize(stream_);
   }
   double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                    symmarResult_t* res) override {

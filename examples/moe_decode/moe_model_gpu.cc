@@ -125,8 +125,10 @@ bool GpuModel::setInput(const std::vector<float>& hidden, std::string* error) {
     *error = "input has the wrong size";
     return false;
   }
+  // The step graphs run on a non-blocking stream: the input must have landed before they start.
   return check(cudaMemcpy(input_, hidden.data(), hidden.size() * sizeof(float), cudaMemcpyHostToDevice),
-               "cudaMemcpy of the input", error);
+               "cudaMemcpy of the input", error) &&
+         check(cudaDeviceSynchronize(), "input upload", error);
 }
 
 bool GpuModel::bindStream(cudaStream_t stream, std::string* error) {

@@ -78,8 +78,12 @@ std::string runCase(const LocalWorld& w, const Buffers& b, int mode, symmarAlgo_
     send[r] = static_cast<char*>(b.send[r]) + shift;
     recv[r] = in_place ? send[r] : static_cast<char*>(b.recv[r]) + shift;
     cudaSetDevice(w.device(r));
-    if (count && cudaMemcpy(send[r], in[r].data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess) return "H2D copy";
-    if (!in_place && cudaMemset(recv[r], 0xff, bytes + es) != cudaSuccess) return "memset";
+    // On the rank's own (non-blocking) stream, so the allreduce after them never reads inputs
+    // still in flight.
+    if (count && cudaMemcpyAsync(send[r], in[r].data(), bytes, cudaMemcpyHostToDevice, w.stream(r)) != cudaSuccess) {
+      return "H2D copy";
+    }
+    if (!in_place && cudaMemsetAsync(recv[r], 0xff, bytes + es, w.stream(r)) != cudaSuccess) return "memset";
   }
   for (int r = 0; r < n; ++r) {
     symmarResult_t res = symmarAllReduceAlgo(send[r], recv[r], count, t, op, algo, w.comm(r), w.stream(r));

@@ -44,6 +44,7 @@ TEST(GpuGraph, HundredReplays) {
       CUDA_OK(devAlloc(&buf[r], count * sizeof(float)));
       CUDA_OK(cudaMemcpy(src[r], in[r].data(), count * sizeof(float), cudaMemcpyHostToDevice));
     }
+    CUDA_OK(cudaDeviceSynchronize());  // the graphs run on non-blocking streams: inputs must be in place
     // Each graph: restore the input, then reduce in place.
     for (int r = 0; r < world; ++r) {
       cudaGraph_t graph;
@@ -126,7 +127,8 @@ TEST(GpuEpochs, WrapAround) {
   std::vector<float> out(count);
   for (int it = 0; it < 8; ++it) {
     for (int r = 0; r < world; ++r) {
-      CUDA_OK(cudaMemcpy(buf[r], in[r].data(), count * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaSetDevice(w.device(r)));
+      CUDA_OK(cudaMemcpyAsync(buf[r], in[r].data(), count * sizeof(float), cudaMemcpyHostToDevice, w.stream(r)));
     }
     const symmarAlgo_t algo = it % 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
     for (int r = 0; r < world; ++r) {
@@ -151,7 +153,8 @@ TEST(GpuNccl, WorldOne) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 7 % 61);  // finite in every type
   for (symmarDataType_t t : {symmarFloat32, symmarFloat16, symmarBfloat16, symmarInt32, symmarFloat64}) {
     const size_t bytes = count * symmarTypeSize(t);
-    CUDA_OK(cudaMemcpy(buf, in.data(), bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaSetDevice(w.device(0)));
+    CUDA_OK(cudaMemcpyAsync(buf, in.data(), bytes, cudaMemcpyHostToDevice, w.stream(0)));
     symmarResult_t res = symmarAllReduceAlgo(buf, buf, count, t, symmarSum, symmarAlgoNccl, w.comm(0), w.stream(0));
     if (res == symmarUnsupported) GTEST_SKIP() << "NCCL not loadable: " << symmarGetLastError(w.comm(0));
     ASSERT_EQ(symmarSuccess, res) << symmarGetLastError(w.comm(0));
