@@ -5,6 +5,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/log.h"
+
 namespace symmar {
 namespace gpu {
 namespace {
@@ -24,13 +26,17 @@ Loaded load() {
     cudaGetLastError();  // do not leave the error sticky for the caller
     return l;
   }
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  SYMMAR_INFO(kSubsysGpu, "CUDA driver %d.%d, toolkit %d.%d", driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+              CUDART_VERSION % 1000 / 10);
   bool required_ok = true;
   bool multicast_ok = true;
-#define SYMMAR_DRIVER_LOAD(name, required)                                                                   \
+#define SYMMAR_DRIVER_LOAD(name, required, version)                                                                 \
   {                                                                                                          \
     void* fn = nullptr;                                                                                      \
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;                                  \
-    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, CUDA_VERSION, cudaEnableDefault, &q);       \
+    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, version, cudaEnableDefault, &q);             \
     if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && fn) {                                        \
       l.api.name = reinterpret_cast<decltype(l.api.name)>(fn);                                               \
     } else if (required) {                                                                                   \

@@ -9,28 +9,32 @@ namespace gpu {
 
 // X(name, required): required functions gate the whole backend; optional ones (multicast) only
 // gate the feature that needs them.
-#define SYMMAR_DRIVER_FUNCTIONS(X)         \
-  X(cuGetErrorString, true)                \
-  X(cuDeviceGet, true)                     \
-  X(cuDeviceGetAttribute, true)            \
-  X(cuMemCreate, true)                     \
-  X(cuMemRelease, true)                    \
-  X(cuMemMap, true)                        \
-  X(cuMemUnmap, true)                      \
-  X(cuMemAddressReserve, true)             \
-  X(cuMemAddressFree, true)                \
-  X(cuMemSetAccess, true)                  \
-  X(cuMemGetAllocationGranularity, true)   \
-  X(cuMemExportToShareableHandle, true)    \
-  X(cuMemImportFromShareableHandle, true)  \
-  X(cuMulticastCreate, false)              \
-  X(cuMulticastAddDevice, false)           \
-  X(cuMulticastBindMem, false)             \
-  X(cuMulticastUnbind, false)              \
-  X(cuMulticastGetGranularity, false)
+// (name, required, ABI version): each entry point is asked for at the CUDA version where its
+// current ABI appeared, not at the toolkit's own version, so a library built with a newer 13.x
+// toolkit still resolves everything on an older 12.x/13.0 driver. The VMM calls have had this ABI
+// since 10.2; 12.0 is this library's oldest supported driver. Multicast arrived in 12.1.
+#define SYMMAR_DRIVER_FUNCTIONS(X)                 \
+  X(cuGetErrorString, true, 12000)                 \
+  X(cuDeviceGet, true, 12000)                      \
+  X(cuDeviceGetAttribute, true, 12000)             \
+  X(cuMemCreate, true, 12000)                      \
+  X(cuMemRelease, true, 12000)                     \
+  X(cuMemMap, true, 12000)                         \
+  X(cuMemUnmap, true, 12000)                       \
+  X(cuMemAddressReserve, true, 12000)              \
+  X(cuMemAddressFree, true, 12000)                 \
+  X(cuMemSetAccess, true, 12000)                   \
+  X(cuMemGetAllocationGranularity, true, 12000)    \
+  X(cuMemExportToShareableHandle, true, 12000)     \
+  X(cuMemImportFromShareableHandle, true, 12000)   \
+  X(cuMulticastCreate, false, 12010)               \
+  X(cuMulticastAddDevice, false, 12010)            \
+  X(cuMulticastBindMem, false, 12010)              \
+  X(cuMulticastUnbind, false, 12010)               \
+  X(cuMulticastGetGranularity, false, 12010)
 
 struct DriverApi {
-#define SYMMAR_DRIVER_MEMBER(name, required) decltype(&::name) name = nullptr;
+#define SYMMAR_DRIVER_MEMBER(name, required, version) decltype(&::name) name = nullptr;
   SYMMAR_DRIVER_FUNCTIONS(SYMMAR_DRIVER_MEMBER)
 #undef SYMMAR_DRIVER_MEMBER
   /// Every multicast entry point resolved (the driver may still refuse multicast at run time).
