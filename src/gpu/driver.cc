@@ -32,11 +32,11 @@ Loaded load() {
               CUDART_VERSION % 1000 / 10);
   bool required_ok = true;
   bool multicast_ok = true;
-#define SYMMAR_DRIVER_LOAD(name, required, version)                                                                 \
+#define SYMMAR_DRIVER_LOAD(name, required, version)                                                         \
   {                                                                                                          \
     void* fn = nullptr;                                                                                      \
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;                                  \
-    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, version, cudaEnableDefault, &q);             \
+    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, version, cudaEnableDefault, &q);            \
     if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && fn) {                                        \
       l.api.name = reinterpret_cast<decltype(l.api.name)>(fn);                                               \
     } else if (required) {                                                                                   \
