@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -62,6 +63,10 @@ void writeJson(const Options& opt, int world, bool gpu, const std::string& devic
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ranks that share a GPU (or a process driving several) need their kernels resident at once: more
+  // hardware queues than the default 8 keep their streams from serialising. Read at context
+  // creation, so set before the first CUDA call; a user's own value wins.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   perf::startLauncher(&argc, &argv);
   Options opt;
   if (!perf::parseArgs(argc, argv, &opt)) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -15,6 +16,10 @@
 #include "tune_table.h"
 
 int main(int argc, char** argv) {
+  // Ranks that share a GPU (or a process driving several) need their kernels resident at once: more
+  // hardware queues than the default 8 keep their streams from serialising. Read at context
+  // creation, so set before the first CUDA call; a user's own value wins.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   perf::startLauncher(&argc, &argv);
   perf::Options opt;
   opt.min_bytes = 1024;

@@ -198,6 +198,10 @@ int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
 }  // namespace moe
 
 int main(int argc, char** argv) {
+  // Ranks that share a GPU (or a process driving several) need their kernels resident at once: more
+  // hardware queues than the default 8 keep their streams from serialising. Read at context
+  // creation, so set before the first CUDA call; a user's own value wins.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   perf::startLauncher(&argc, &argv);
   openblas_set_num_threads(1);  // one core per rank: ranks share the machine
   moe::Args args;

@@ -4,11 +4,19 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
 namespace symmar_gpu_test {
+namespace {
+
+// Before any CUDA call of the test binary (static initialisation): ranks that share a GPU need
+// their kernels resident at once, which the default 8 hardware queues may not give.
+const int kConnectionsSet = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+
+}  // namespace
 
 int gpuCount(std::string* why) {
   int n = 0;
