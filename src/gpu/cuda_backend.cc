@@ -78,6 +78,7 @@ symmarResult_t CudaBackend::initBlocks() {
   int sms = 0;
   SYMMAR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
   int per_sm = INT_MAX;
+  bool kernels_ok = true;
   for (int d = 0; d < 3; ++d) {
     for (int o = 0; o < symmarNumOps; ++o) {
       const auto dt = static_cast<symmarDataType_t>(d);
@@ -85,10 +86,30 @@ symmarResult_t CudaBackend::initBlocks() {
       for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op)}) {
         if (!k) continue;
         int n = 0;
-        SYMMAR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, 0));
+        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, 0);
+        if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+            err == cudaErrorUnsupportedPtxVersion) {
+          // Built without code for this GPU (e.g. an A100 or L40S with the default architectures):
+          // no symmetric kernels here, the fallback serves; not a reason to fail the comm.
+          cudaGetLastError();
+          kernels_ok = false;
+          continue;
+        }
+        SYMMAR_CUDA_TRY(err);
         per_sm = std::min(per_sm, n);
       }
     }
+  }
+  // Every rank must reach the same answer, or some would launch kernels their peers never meet.
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, kernels_ok, &bad));
+  if (bad >= 0) {
+    SYMMAR_INFO(kSubsysGpu, "rank %d's GPU has no kernel image in this build (compute capability %d.%d here): the "
+                "symmetric kernels are off for this comm and the fallback serves every call (rebuild with its "
+                "architecture in CMAKE_CUDA_ARCHITECTURES)", bad, topo_.topo.cc_major, topo_.topo.cc_minor);
+    topo_.peer_access = false;
+    topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
+    topo_.topo.multicast = 0;
   }
   int cap = std::max(1, sms * std::max(per_sm, 1) / std::max(topo_.ranks_on_my_device, 1));
   cap = std::min(cap, sched::kMaxBlocks);
