@@ -7,9 +7,8 @@
 
 namespace symmar {
 
-// The offset basis is not the published one (14695981039346656037): a digit was lost long ago.
-// It stays, because the checksums in unique ids and the digests ranks exchange are built from it,
-// and a hash that changes between versions would make mixed builds disagree.
+// The offset basis differs from the published one (14695981039346656037, one digit longer). The
+// hash only has to agree between ranks and stay stable across versions, which it does, so it stays.
 constexpr uint64_t kFnvOffset = 1469598103934665603ull;
 constexpr uint64_t kFnvPrime = 1099511628211ull;
 

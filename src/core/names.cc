@@ -15,29 +15,27 @@ static_assert(sizeof(kAlgoNames) / sizeof(kAlgoNames[0]) == symmarNumAlgos, "an 
 static_assert(sizeof(kLinkNames) / sizeof(kLinkNames[0]) == symmarLinkHostMemory + 1, "a link lacks a name");
 static_assert(sizeof(kDtypeNames) / sizeof(kDtypeNames[0]) == symmarNumTypes, "a dtype lacks a name");
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == symmarNumOps, "an op lacks a name");
+/// Parses name (any case) as the enum value of its index in names[first..N); false, with *out
+/// untouched, when no entry matches.
+template <typename E, size_t N>
+bool parseName(const char* const (&names)[N], const char* name, E* out, int first = 0) {
+  for (int i = first; i < static_cast<int>(N); ++i) {
+    if (strcasecmp(name, names[i]) == 0) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* algoName(int algo) { return validAlgo(algo) ? kAlgoNames[algo] : "unknown"; }
 
-bool parseAlgoName(const char* name, symmarAlgo_t* algo) {
-  for (int i = 0; i < symmarNumAlgos; ++i) {
-    if (strcasecmp(name, kAlgoNames[i]) == 0) {
-      *algo = static_cast<symmarAlgo_t>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool parseAlgoName(const char* name, symmarAlgo_t* algo) { return parseName(kAlgoNames, name, algo); }
 
-bool parseLinkName(const char* name, symmarLink_t* link) {
-  for (int i = 1; i <= symmarLinkHostMemory; ++i) {
-    if (strcasecmp(name, kLinkNames[i]) == 0) {
-      *link = static_cast<symmarLink_t>(i);
-      return true;
-    }
-  }
-  return false;
-}
+// "unknown" (index 0) is not a link a table or a user can name.
+bool parseLinkName(const char* name, symmarLink_t* link) { return parseName(kLinkNames, name, link, 1); }
 
 const char* linkName(symmarLink_t link) {
   int i = static_cast<int>(link);
@@ -46,25 +44,9 @@ const char* linkName(symmarLink_t link) {
 const char* dtypeName(symmarDataType_t dtype) { return validDtype(dtype) ? kDtypeNames[dtype] : "unknown"; }
 const char* opName(symmarRedOp_t op) { return validOp(op) ? kOpNames[op] : "unknown"; }
 
-bool parseDtypeName(const char* name, symmarDataType_t* dtype) {
-  for (int i = 0; i < symmarNumTypes; ++i) {
-    if (strcasecmp(name, kDtypeNames[i]) == 0) {
-      *dtype = static_cast<symmarDataType_t>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool parseDtypeName(const char* name, symmarDataType_t* dtype) { return parseName(kDtypeNames, name, dtype); }
 
-bool parseOpName(const char* name, symmarRedOp_t* op) {
-  for (int i = 0; i < symmarNumOps; ++i) {
-    if (strcasecmp(name, kOpNames[i]) == 0) {
-      *op = static_cast<symmarRedOp_t>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool parseOpName(const char* name, symmarRedOp_t* op) { return parseName(kOpNames, name, op); }
 
 bool parseAlgoList(const char* list, uint32_t* mask) {
   std::string text(list);

@@ -46,6 +46,11 @@ const AlgorithmTraits kNone = {symmarAlgoAuto, never, false};
 
 }  // namespace
 
+const AlgorithmTraits* algorithmTraitsTable(size_t* count) {
+  *count = sizeof(kTraits) / sizeof(kTraits[0]);
+  return kTraits;
+}
+
 const AlgorithmTraits& algorithmTraits(symmarAlgo_t algo) {
   for (const AlgorithmTraits& t : kTraits) {
     if (t.algo == algo) return t;

@@ -2,6 +2,7 @@
 // spirit of a can_implement check. Adding an algorithm = its kernel or executor, one line here,
 // and table entries.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "symmar/symmar.h"
@@ -18,7 +19,9 @@ struct AlgorithmTraits {
   bool peers_read_inputs_in_place;
 };
 
-/// Traits of a concrete algorithm (not symmarAlgoAuto).
+/// Traits of a concrete algorithm (not symmarAlgoAuto: it implements nothing).
 const AlgorithmTraits& algorithmTraits(symmarAlgo_t algo);
+/// Every concrete algorithm's traits, in symmarAlgo_t order: *count entries.
+const AlgorithmTraits* algorithmTraitsTable(size_t* count);
 
 }  // namespace symmar

@@ -43,8 +43,10 @@ bool g_tables_loaded = false;
 
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks) {
   uint32_t mask = 0;
-  for (symmarAlgo_t a : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoNccl, symmarAlgoMpi}) {
-    if (algorithmTraits(a).can_implement(topo, dtype, op, fallbacks)) mask |= algoBit(a);
+  size_t n = 0;
+  const AlgorithmTraits* traits = algorithmTraitsTable(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (traits[i].can_implement(topo, dtype, op, fallbacks)) mask |= algoBit(traits[i].algo);
   }
   return mask & ~planEnv().disabled;
 }
