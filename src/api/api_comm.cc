@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/guard.h"
@@ -65,6 +66,22 @@ symmarResult_t agreeSizes(symmarComm& comm, bool gpu) {
   mine.chunk = static_cast<uint64_t>(envNumber("SYMMAR_HOST_CHUNK_BYTES"));
   mine.epoch = static_cast<uint64_t>(envNumber("SYMMAR_EPOCH_START"));
   SYMMAR_CHECK(comm.bootstrap->allGather(all.data(), sizeof(Sizes)));
+  // Every rank's record is checked against the registry's ranges before anything is sized from
+  // it: a broken or foreign peer must not shrink the staging below what the schedule needs.
+  for (int r = 0; r < comm.nranks; ++r) {
+    const Sizes& x = all[static_cast<size_t>(r)];
+    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"SYMMAR_STAGING_BYTES", x.staging},
+                                      {"SYMMAR_HEAP_BYTES", x.heap},
+                                      {"SYMMAR_HOST_CHUNK_BYTES", x.chunk},
+                                      {"SYMMAR_EPOCH_START", x.epoch}}) {
+      const EnvVarInfo* v = envInfo(name);
+      if (value < static_cast<uint64_t>(v->min) || value > static_cast<uint64_t>(v->max)) {
+        return fail(symmarInvalidUsage, "rank %d sent %llu for %s, outside %lld..%lld: ranks of one comm must run "
+                    "the same symmar and agree on their settings", r, static_cast<unsigned long long>(value), name,
+                    static_cast<long long>(v->min), static_cast<long long>(v->max));
+      }
+    }
+  }
   Sizes agreed = all[0];
   for (const Sizes& x : all) {
     agreed.staging = std::min(agreed.staging, x.staging);

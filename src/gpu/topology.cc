@@ -116,6 +116,8 @@ symmarResult_t probeTopology(const BackendContext& ctx, int device, Topology* ou
   SYMMAR_CHECK(describeSelf(device, &self));
   // First round: identities, so every rank can classify its links to the others.
   SYMMAR_CHECK(gatherAll(bs, self, &out->ranks));
+  // A peer's bus id is text from the wire: terminate it before any C string call reads it.
+  for (RankInfo& peer : out->ranks) peer.bus_id[sizeof(peer.bus_id) - 1] = '\0';
   int32_t worst = kLinkNotSeen;
   for (int r = 0; r < world; ++r) {
     const RankInfo& peer = out->ranks[static_cast<size_t>(r)];

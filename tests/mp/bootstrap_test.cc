@@ -172,3 +172,40 @@ TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
     EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
   }
 }
+
+namespace {
+
+// Rank 1's transport sends a settings record with a staging size of 0 (the 32-byte exchange of
+// staging, heap, chunk and start epoch at comm creation): what a broken or foreign peer would send.
+int corruptingAllGather(const void* send, void* recv, size_t bytes, void* user) {
+  auto* gr = static_cast<GroupRank*>(user);
+  std::vector<char> record(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+  if (gr->rank == 1 && bytes == 4 * sizeof(uint64_t)) memset(record.data(), 0, sizeof(uint64_t));
+  return gr->group->allgather(record.data(), recv, bytes, gr->rank);
+}
+
+}  // namespace
+
+// Regression: the agreed sizes took the smallest value any rank sent, unchecked; a peer sending a
+// staging size of 0 gave every rank a comm whose calls could not run. Now creation fails: the
+// healthy rank names the peer and the value (the broken one fails too, on its own transport).
+TEST(Bootstrap, PeerSettingsOutsideTheRegistryRangesFailCreation) {
+  const int world = 2;
+  ThreadGroup group(world);
+  std::vector<GroupRank> users;
+  for (int r = 0; r < world; ++r) users.push_back({&group, r});
+  auto errors = mp::runThreads(world, [&](int rank) {
+    symmarConfig_t cfg = cpuConfig(5000);
+    symmarComm_t comm = nullptr;
+    symmarResult_t res = symmarCommInitExternal(&comm, world, rank, corruptingAllGather, &users[rank], &cfg);
+    const std::string error = symmarGetLastError(nullptr);
+    if (comm) symmarCommDestroy(comm);
+    const bool named = error.find("rank 1 sent 0 for SYMMAR_STAGING_BYTES") != std::string::npos;
+    if (res == symmarSuccess || (rank == 0 && (res != symmarInvalidUsage || !named))) {
+      fprintf(stderr, "rank %d: %s: %s\n", rank, symmarGetErrorString(res), error.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+}
