@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/names.h"
-#include "gpu/agree.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"

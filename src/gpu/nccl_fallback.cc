@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/names.h"
 #include "core/log.h"
-#include "gpu/agree.h"
 
 namespace symmar {
 namespace gpu {

@@ -7,10 +7,10 @@
 #include <numeric>
 #include <random>
 
+#include "bootstrap/bootstrap.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/schedule.h"
-#include "gpu/agree.h"
 #include "gpu/cuda_check.h"
 
 namespace symmar {

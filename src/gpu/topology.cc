@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bootstrap/bootstrap.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/schedule.h"
-#include "gpu/agree.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
 

@@ -91,12 +91,11 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   }
   // Every rank says whether it mapped everything. Nobody polls a peer's flags before that peer
   // has set them to the start epoch, and a rank that failed makes every peer fail now.
-  std::vector<char> ok(static_cast<size_t>(bootstrap.nranks()), 0);
-  ok[rank] = res == symmarSuccess;
-  symmarResult_t agreed = bootstrap.allGather(ok.data(), 1);
+  int bad = -1;
+  symmarResult_t agreed = agreeAll(bootstrap, res == symmarSuccess, &bad);
   if (res == symmarSuccess) res = agreed;
-  for (int r = 0; r < bootstrap.nranks() && res == symmarSuccess; ++r) {
-    if (!ok[r]) res = fail(symmarSystemError, "heap: rank %d could not create or map the shared segments", r);
+  if (res == symmarSuccess && bad >= 0) {
+    res = fail(symmarSystemError, "heap: rank %d could not create or map the shared segments", bad);
   }
   if (res != symmarSuccess) {
     unmapAll();
