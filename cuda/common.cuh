@@ -1,14 +1,18 @@
 // Device building blocks shared by the three allreduce kernels: bounded spins, per-block epoch
-// barriers over the signal pads, the rank-level "call done" flag, chunk geometry and copy loops.
+// barriers over the signal pads (push, then poll locally), the rank-level "call done" flag, chunk
+// geometry and copy loops.
 //
 // Synchronisation contract (every rank runs the same sequence, so epochs agree):
-//  - block b's start slot (b, kSlotStart) carries epoch e and a 64-bit input offset (where this rank's
-//    input lives for the call); block b waits until every peer's (b, kSlotStart) reached e.
+//  - block b of rank r pushes epoch e and a 64-bit input offset (where r's input lives for the call)
+//    into line (r, b, kSlotStart) of every peer's pad; block b waits until line (p, b, kSlotStart) of
+//    its own pad reached e for every peer p.
 //  - every chunk of a call splits its elements among blocks the same way (blockPart), so a staging
 //    position is written and read by the same block index on every rank: per-block flags suffice.
-//  - a call ends with a rank-level flag (kDoneBlock, kSlotEnd) raised by the last block to finish;
+//  - a call ends with a rank-level flag (kDoneBlock, kSlotEnd) pushed by the last block to finish;
 //    the next call waits for every peer's flag first, which covers any change of partition between
-//    calls (different counts, algorithms) without an end barrier on the critical path.
+//    calls (different counts, algorithms, grid sizes) without an end barrier on the critical path.
+//    Grids vary with the message size but are equal on every rank for a call, and each block index
+//    keeps its own epoch, so a block that sits out a call stays paired with the same block of peers.
 #pragma once
 #include <stdint.h>
 
@@ -34,8 +38,12 @@ struct BlockShared {
   int last;                          ///< this block was the last of the grid to finish
 };
 
-__device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
-  return reinterpret_cast<uint32_t*>(pad + sched::flagOffset(block, slot));
+/// This rank's pad, or rank r's pad as mapped here.
+__device__ __forceinline__ char* padOf(const KernelArgs& a, int r) { return a.base[r] + a.pad_off; }
+
+/// The line in `pad` where rank `from` publishes (block, slot).
+__device__ __forceinline__ uint32_t* flagIn(char* pad, int from, int block, int slot) {
+  return reinterpret_cast<uint32_t*>(pad + padFlagOffset(from, block, slot));
 }
 
 // Kept out of line: the failure path must not cost the hot loops registers.
@@ -45,12 +53,13 @@ __device__ __forceinline__ uint32_t* flagPtr(char* pad, int block, int slot) {
 #define SYMMAR_NOINLINE __attribute__((noinline))
 #endif
 
-__device__ __forceinline__ uint32_t* failedWord(char* base) {
-  return reinterpret_cast<uint32_t*>(base + sched::kFailedWordOffset);
+__device__ __forceinline__ uint32_t* failedWord(char* pad, int from) {
+  return reinterpret_cast<uint32_t*>(pad + padFailedOffset(from));
 }
 
-/// Records a failure in the comm's status words for the host, and in this rank's failed word for
-/// its peers. Both are sticky: every later kernel of this rank, and of every peer, exits at entry.
+/// Records a failure in the comm's status words for the host, and pushes this rank's failed word
+/// into every pad (its own included). Both are sticky: every later kernel of this rank, and of every
+/// peer, exits at entry; a peer spinning on this rank sees the word in its own pad and gives up.
 inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
   ptx::st_status(a.status + 1, peer);
   ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
@@ -58,16 +67,21 @@ inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int pe
   __threadfence_system();
   ptx::st_status(a.status, code);
   __threadfence_system();
-  ptx::st_release_sys(failedWord(a.base[a.rank]), 1u);
+  for (int r = 0; r < a.world; ++r) ptx::st_release_sys(failedWord(padOf(a, r), a.rank), 1u);
 }
 
-/// Spins until *flag reaches target. Bounded: gives up after timeout_ns (reporting it) or as soon
-/// as another block of this comm has reported a failure.
+/// Spins on a flag in this rank's own pad until it reaches target. Bounded: gives up after
+/// timeout_ns (reporting it), when `peer` has pushed its failed word here, or as soon as another
+/// block of this comm has reported a failure.
 __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* flag, uint32_t target, int peer) {
   const long long start = ptx::globaltimer();
   for (uint32_t n = 1;; ++n) {
     if (sched::epochReached(ptx::ld_acquire_sys(flag), target)) return true;
     if ((n & 63u) == 0) {
+      if (ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), peer)) != 0) {
+        reportFailure(a, peer, symmarPeerFailure, kReasonPeerFailed);
+        return false;
+      }
       if (ptx::globaltimer() - start > a.timeout_ns) {
         reportFailure(a, peer, symmarTimeout, kReasonTimeout);
         return false;
@@ -77,11 +91,12 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
   }
 }
 
-/// Start of every kernel. A comm that failed before (this rank's status, or a peer's failed word)
-/// exits here, before touching a flag or the user's buffers: a graph replay or a call queued before
-/// the host noticed never pairs with abandoned flags. Otherwise loads this block's epoch and waits
-/// until every peer finished its previous call (so nothing this call writes is still being read).
-/// False when the block must exit.
+/// Start of every kernel. A comm that failed before (this rank's status, or a failed word a peer
+/// pushed into this rank's pad) exits here, before touching a flag or the user's buffers: a graph
+/// replay or a call queued before the host noticed never pairs with abandoned flags. Otherwise loads
+/// this block's epoch and waits until every peer finished its previous call (its done flag, pushed
+/// here: a local read that has almost always arrived), so nothing this call writes is still being
+/// read. False when the block must exit.
 __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
   const int t = threadIdx.x;
   if (t == 0) {
@@ -93,10 +108,11 @@ __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh,
   __syncthreads();
   if (sh->failed_before) return false;
   if (t < a.world && t != a.rank) {
-    if (ptx::ld_acquire_sys(failedWord(a.base[t])) != 0) {
+    char* own = padOf(a, a.rank);
+    if (ptx::ld_acquire_sys(failedWord(own, t)) != 0) {
       reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
       sh->abort = 1;
-    } else if (!spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), calls, t)) {
+    } else if (!spinUntil(a, flagIn(own, t, kDoneBlock, sched::kSlotEnd), calls, t)) {
       sh->abort = 1;
     }
   }
@@ -104,25 +120,25 @@ __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh,
   return sh->abort == 0;
 }
 
-/// Start-slot barrier of this block: publishes everything the block wrote, then waits for the
-/// same block on every peer. sh->input_offset[p] receives peer p's input offset. False on timeout.
+/// Start-slot barrier of this block: thread p pushes epoch and input offset into peer p's pad (after
+/// the block's writes: the barrier orders them before the release), then waits on this rank's pad
+/// for peer p's. sh->input_offset[p] receives peer p's input offset. False on failure.
 __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* sh, uint32_t* epoch,
                                              uint64_t input_offset) {
   const uint32_t e = sched::nextEpoch(*epoch);
   *epoch = e;
   const int t = threadIdx.x;
+  const int b = static_cast<int>(blockIdx.x);
   __syncthreads();
-  if (t == 0) {
-    uint32_t* own = flagPtr(a.base[a.rank], blockIdx.x, sched::kSlotStart);
-    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(own) + kInputWordOffset), input_offset);
-    ptx::st_release_sys(own, e);
-  }
   if (t == a.rank) sh->input_offset[t] = input_offset;
   if (t < a.world && t != a.rank) {
-    const uint32_t* peer = flagPtr(a.base[t], blockIdx.x, sched::kSlotStart);
-    if (spinUntil(a, peer, e, t)) {
+    uint32_t* out = flagIn(padOf(a, t), a.rank, b, sched::kSlotStart);
+    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(out) + kInputWordOffset), input_offset);
+    ptx::st_release_sys(out, e);
+    const uint32_t* in = flagIn(padOf(a, a.rank), t, b, sched::kSlotStart);
+    if (spinUntil(a, in, e, t)) {
       const uint64_t d = ptx::ld_relaxed_sys_u64(
-          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(peer) + kInputWordOffset));
+          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(in) + kInputWordOffset));
       sh->input_offset[t] = d;
       // A peer's input offset is an offset into its mapping: one outside its user heap would make
       // this rank read outside the mapping. Fail the call instead.
@@ -138,9 +154,9 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
   return sh->abort == 0;
 }
 
-/// End of every kernel: saves the block's epoch; the last block raises the rank's done flag. With
-/// wait_peers the last block also waits for every peer's done flag (peers read this rank's user
-/// buffer in place, which the caller may overwrite as soon as the kernel ends).
+/// End of every kernel: saves the block's epoch; the last block pushes the rank's done flag to every
+/// peer. With wait_peers the last block also waits for every peer's done flag (peers read this
+/// rank's user buffer in place, which the caller may overwrite as soon as the kernel ends).
 __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, uint32_t epoch, bool wait_peers) {
   const int t = threadIdx.x;
   __syncthreads();
@@ -150,18 +166,19 @@ __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, u
     const uint32_t prev = atomicAdd(&a.state->done_count, 1u);
     sh->last = prev == gridDim.x - 1;
     if (sh->last) {
-      __threadfence();
+      // Every other block's reads of peer memory happened before its fence and count; this fence
+      // makes them precede the done flags pushed below.
+      __threadfence_system();
       a.state->done_count = 0;
       const uint32_t e = sched::nextEpoch(a.state->end_epoch);
       a.state->end_epoch = e;
       sh->done_epoch = e;
-      ptx::st_release_sys(flagPtr(a.base[a.rank], kDoneBlock, sched::kSlotEnd), e);
     }
   }
   __syncthreads();
-  if (wait_peers && sh->last && t < a.world && t != a.rank) {
-    spinUntil(a, flagPtr(a.base[t], kDoneBlock, sched::kSlotEnd), sh->done_epoch, t);
-  }
+  if (!sh->last || t >= a.world || t == a.rank) return;
+  ptx::st_release_sys(flagIn(padOf(a, t), a.rank, kDoneBlock, sched::kSlotEnd), sh->done_epoch);
+  if (wait_peers) spinUntil(a, flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd), sh->done_epoch, t);
 }
 
 /// How a call is cut: its chunks, and the element count every chunk's split into rank slices and

@@ -26,6 +26,33 @@ constexpr size_t kInputWordOffset = sched::kFlagInputWord;
 /// rank, raised by the last block of a call, lets the next call wait for every peer block at once.
 constexpr int kDoneBlock = 0;
 
+// The GPU signal pad (push model). A rank signals by a release store into the line reserved for it
+// in every peer's pad, and waits with acquire loads on its own pad: every spin reads local memory,
+// never a peer's across NVLink or PCIe. Layout of each rank's pad:
+//   [flag lines: (source rank, block, slot)] [failed words: one per source rank] [probe words]
+/// Bytes of the flag lines: kMaxRanks x kMaxBlocks x kBarrierSlots lines of kFlagStride bytes.
+constexpr size_t kPadFlagBytes =
+    static_cast<size_t>(kMaxRanks) * sched::kMaxBlocks * sched::kBarrierSlots * sched::kFlagStride;
+/// The line, in the receiver's pad, where rank `from` publishes (block, slot).
+SYMMAR_HD size_t padFlagOffset(int from, int block, int slot) {
+  return ((static_cast<size_t>(from) * sched::kMaxBlocks + static_cast<size_t>(block)) * sched::kBarrierSlots +
+          static_cast<size_t>(slot)) *
+         sched::kFlagStride;
+}
+/// Word `from` of this line is non-zero once rank `from` failed (sticky; pushed to every peer).
+SYMMAR_HD size_t padFailedOffset(int from) { return kPadFlagBytes + static_cast<size_t>(from) * sizeof(uint32_t); }
+/// Word `from` of this line: the last co-scheduling probe round rank `from` reached.
+SYMMAR_HD size_t padProbeOffset(int from) {
+  return kPadFlagBytes + sched::kFlagStride + static_cast<size_t>(from) * sizeof(uint32_t);
+}
+/// Bytes of a rank's GPU signal pad.
+constexpr size_t kPadBytes = kPadFlagBytes + 2 * sched::kFlagStride;
+static_assert(kMaxRanks * sizeof(uint32_t) <= sched::kFlagStride, "one line holds every rank's word");
+
+/// Bytes of message one block serves: a call launches one block per this many bytes of a chunk,
+/// up to the comm's co-residency cap (the same count on every rank: it depends on the call only).
+constexpr size_t kBytesPerBlock = size_t{32} << 10;
+
 /// Per-comm device memory (never shared): epochs advanced by the kernels, so graph replays work.
 struct DeviceState {
   uint32_t start_epoch[sched::kMaxBlocks];  ///< per block: last start-slot epoch published
@@ -50,7 +77,8 @@ struct KernelArgs {
   int rank;
   int world;
   char* base[kMaxRanks];  ///< every rank's symmetric allocation, mapped in this process
-  char* mc_base;          ///< multicast mapping of the same layout (multimem only)
+  char* mc_base;          ///< multicast mapping of the staging buffer (multimem only)
+  size_t pad_off;         ///< offset of the signal pad in an allocation
   size_t staging_off;     ///< offset of the staging buffer in an allocation
   size_t staging_bytes;
   size_t chunk_elems;    ///< sched::chunkElems for this dtype and world
@@ -66,6 +94,22 @@ constexpr uint64_t kStagedInput = sched::kStagedInput;
 
 /// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
 /// combinations (other dtypes, f32 min/max on multimem).
+/// What the co-scheduling probe kernel (one block) is given: it runs `rounds` barrier rounds with
+/// every peer through the probe words of the pads; the first round may wait up to first_ns (launch
+/// skew), the rest together at most rest_ns. result[0]: 1 when every round met in time;
+/// result[1]: nanoseconds the rounds after the first took.
+struct ProbeArgs {
+  int rank;
+  int world;
+  char* base[kMaxRanks];
+  size_t pad_off;  ///< where the signal pad starts in every rank's allocation
+  int rounds;
+  long long first_ns;
+  long long rest_ns;
+  long long* result;
+};
+const void* coScheduleProbeKernel();
+
 const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op);

@@ -26,8 +26,9 @@ __global__ void __launch_bounds__(kThreads) multimemAllReduce(KernelArgs a) {
   Bits* recv = static_cast<Bits*>(a.recv);
   Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half0);
   const Bits* own_out = reinterpret_cast<const Bits*>(a.base[a.rank] + a.staging_off + half1);
-  const Bits* mc_in = reinterpret_cast<const Bits*>(a.mc_base + a.staging_off + half0);
-  Bits* mc_out = reinterpret_cast<Bits*>(a.mc_base + a.staging_off + half1);
+  // The multicast object is bound to the staging buffers only: its offsets are staging offsets.
+  const Bits* mc_in = reinterpret_cast<const Bits*>(a.mc_base + half0);
+  Bits* mc_out = reinterpret_cast<Bits*>(a.mc_base + half1);
 
   for (size_t c = 0; c < shape.nchunks; ++c) {
     const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);

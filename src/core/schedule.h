@@ -40,12 +40,9 @@ SYMMAR_HD size_t paritySlotOffset(uint32_t epoch, int word) {  // word 0: input 
 }
 /// Bytes of every (block, slot) flag.
 constexpr size_t kFlagBytes = static_cast<size_t>(kMaxBlocks) * kBarrierSlots * kFlagStride;
-/// After the flags, on a line of its own: the rank's "failed" word (GPU kernels). Non-zero once any
-/// kernel of the rank gave up; peers' kernels read it at entry and exit instead of pairing with
-/// the failed rank's abandoned flags.
-constexpr size_t kFailedWordOffset = kFlagBytes;
-/// Signal pad bytes per rank: every (block, slot) flag, then the failed word.
-constexpr size_t kSignalPadBytes = kFlagBytes + kFlagStride;
+/// Signal pad bytes per rank of the host backend (the GPU pad, which holds one flag per peer, is
+/// laid out in cuda/kernel_args.h).
+constexpr size_t kSignalPadBytes = kFlagBytes;
 
 /// Half-open element range [begin, end).
 struct Range {

@@ -106,9 +106,7 @@ symmarResult_t CudaBackend::initBlocks() {
     SYMMAR_INFO(kSubsysGpu, "rank %d's GPU has no kernel image in this build (compute capability %d.%d here): the "
                 "symmetric kernels are off for this comm and the fallback serves every call (rebuild with its "
                 "architecture in CMAKE_CUDA_ARCHITECTURES)", bad, topo_.topo.cc_major, topo_.topo.cc_minor);
-    topo_.peer_access = false;
-    topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
-    topo_.topo.multicast = 0;
+    disableSymmetricKernels();
   }
   int cap = std::max(1, sms * std::max(per_sm, 1) / std::max(topo_.ranks_on_my_device, 1));
   cap = std::min(cap, sched::kMaxBlocks);
@@ -133,16 +131,62 @@ symmarResult_t CudaBackend::initDeviceState() {
   init.done_count = 0;
   SYMMAR_CUDA_TRY(cudaMemcpy(state_, &init, sizeof(init), cudaMemcpyHostToDevice));
   if (have_heap_) {
-    std::vector<char> pad(sched::kSignalPadBytes, 0);
-    for (int b = 0; b < sched::kMaxBlocks; ++b) {
-      for (int s = 0; s < sched::kBarrierSlots; ++s) {
-        std::memcpy(pad.data() + sched::flagOffset(b, s), &epoch_start_, sizeof(epoch_start_));
-      }
-    }
+    const std::vector<char> pad = initialPad(epoch_start_);
     SYMMAR_CUDA_TRY(cudaMemcpy(heap_.base(ctx_.rank) + layout_.pad_off, pad.data(), pad.size(),
                                cudaMemcpyHostToDevice));
   }
   SYMMAR_CUDA_TRY(cudaDeviceSynchronize());
+  return symmarSuccess;
+}
+
+void CudaBackend::disableSymmetricKernels() {
+  topo_.peer_access = false;
+  topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
+  topo_.topo.multicast = 0;
+}
+
+/// Several ranks on one GPU spin on each other, which works only when their kernels run at the same
+/// time: too few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) or separate processes without MPS
+/// (time-sliced) would make every barrier wait out its timeout. A one-block probe kernel of every
+/// rank must meet its peers for kProbeRounds rounds within a short bound; if any rank's does not,
+/// no rank launches symmetric kernels and the fallback serves.
+symmarResult_t CudaBackend::probeCoScheduling() {
+  long long* result = nullptr;
+  long long* result_dev = nullptr;
+  cudaStream_t stream = nullptr;
+  auto run = [&]() -> cudaError_t {
+    cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&result), 2 * sizeof(long long), cudaHostAllocMapped);
+    if (e != cudaSuccess) return e;
+    result[0] = result[1] = 0;
+    if ((e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&result_dev), result, 0)) != cudaSuccess) return e;
+    if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
+    ProbeArgs p = makeProbeArgs(launchContext(), result_dev);
+    void* params[] = {&p};
+    if ((e = cudaLaunchKernel(coScheduleProbeKernel(), dim3(1), dim3(kThreads), params, 0, stream)) != cudaSuccess) {
+      return e;
+    }
+    return cudaStreamSynchronize(stream);
+  };
+  const cudaError_t err = run();
+  const bool met = err == cudaSuccess && result[0] == 1;
+  if (err != cudaSuccess) {
+    SYMMAR_WARN(kSubsysGpu, "co-scheduling probe failed to run: %s", cudaGetErrorString(err));
+    cudaGetLastError();
+  } else {
+    SYMMAR_INFO(kSubsysGpu, "co-scheduling probe: %d rounds with the ranks sharing GPUs %s (%lld us after the "
+                "first)", kProbeRounds, met ? "met" : "did not meet", result[1] / 1000);
+  }
+  if (stream) cudaStreamDestroy(stream);
+  if (result) cudaFreeHost(result);
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, met, &bad));
+  if (bad >= 0) {
+    SYMMAR_WARN(kSubsysGpu, "the kernels of ranks sharing a GPU do not run at the same time (rank %d's probe did not "
+                "meet its peers): the symmetric kernels are off for this comm and the fallback serves every call. "
+                "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, run the processes under MPS, or use "
+                "one GPU per rank (docs/integration.md)", bad);
+    disableSymmetricKernels();
+  }
   return symmarSuccess;
 }
 
@@ -173,6 +217,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   symmarResult_t local = initDeviceState();
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+  if (have_heap_ && topo_.peer_access && topo_.devices_repeat) SYMMAR_CHECK(probeCoScheduling());
   facts->topo = topo_.topo;
   facts->staging_bytes = layout_.staging_bytes;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
@@ -192,6 +237,7 @@ LaunchContext CudaBackend::launchContext() const {
   ctx.state = state_;
   ctx.status = status_dev_;
   ctx.timeout_ns = timeout_ns_;
+  ctx.max_blocks = nblocks_;
   return ctx;
 }
 
@@ -210,9 +256,11 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
     return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
                 dtypeName(dtype), opName(op));
   }
-  KernelArgs a = makeKernelArgs(launchContext(), send, recv, count, dtype, algo);
+  const LaunchContext lc = launchContext();
+  KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);
   void* params[] = {&a};
-  SYMMAR_CUDA_TRY(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(nblocks_)), dim3(kThreads), params, 0, s));
+  const unsigned grid = static_cast<unsigned>(gridFor(lc, count, dtype));
+  SYMMAR_CUDA_TRY(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), params, 0, s));
   return symmarSuccess;
 }
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/backend.h"
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
 #include "gpu/nccl_fallback.h"
@@ -38,6 +37,10 @@ class CudaBackend : public Backend {
   symmarResult_t resolveSettings();
   symmarResult_t initBlocks();
   symmarResult_t initDeviceState();
+  /// Collective: checks that the kernels of ranks sharing a GPU run concurrently (see the .cc).
+  symmarResult_t probeCoScheduling();
+  /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
+  void disableSymmetricKernels();
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
   LaunchContext launchContext() const;
 

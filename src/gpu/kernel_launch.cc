@@ -1,5 +1,8 @@
 #include "gpu/kernel_launch.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "plan/algorithms.h"
 
 namespace symmar {
@@ -12,13 +15,34 @@ size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
   HeapLayout l;
-  l.pad_off = 0;
-  l.staging_off = roundUp(sched::kSignalPadBytes, 256);
+  l.staging_off = 0;  // first: the multicast object binds [0, staging) at offset 0 of the allocation
   l.staging_bytes = staging_bytes;
-  l.heap_off = roundUp(l.staging_off + staging_bytes, 256);
+  l.pad_off = roundUp(staging_bytes, 256);
+  l.heap_off = roundUp(l.pad_off + kPadBytes, 256);
   l.heap_bytes = heap_bytes;
   l.total = l.heap_off + heap_bytes;
   return l;
+}
+
+std::vector<char> initialPad(uint32_t epoch_start) {
+  std::vector<char> pad(kPadBytes, 0);
+  for (int from = 0; from < kMaxRanks; ++from) {
+    for (int b = 0; b < sched::kMaxBlocks; ++b) {
+      for (int s = 0; s < sched::kBarrierSlots; ++s) {
+        std::memcpy(pad.data() + padFlagOffset(from, b, s), &epoch_start, sizeof(epoch_start));
+      }
+    }
+  }
+  return pad;
+}
+
+int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype) {
+  const size_t elem = symmarTypeSize(dtype);
+  const size_t chunk = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
+  const size_t bytes = (chunk == 0 ? count : std::min(count, chunk)) * elem;
+  const size_t per = std::max<size_t>(ctx.bytes_per_block, 1);
+  const size_t blocks = (bytes + per - 1) / per;
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(std::max(ctx.max_blocks, 1)))));
 }
 
 uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
@@ -55,6 +79,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.world = ctx.world;
   for (int r = 0; r < ctx.world && r < kMaxRanks; ++r) a.base[r] = ctx.bases[r];
   a.mc_base = ctx.mc_base;
+  a.pad_off = ctx.layout.pad_off;
   a.staging_off = ctx.layout.staging_off;
   a.staging_bytes = ctx.layout.staging_bytes;
   a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
@@ -65,6 +90,20 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.status = ctx.status;
   a.timeout_ns = ctx.timeout_ns;
   return a;
+}
+
+ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result) {
+  ProbeArgs p{};
+  p.rank = ctx.rank;
+  p.world = ctx.world;
+  for (int r = 0; r < ctx.world && r < kMaxRanks; ++r) p.base[r] = ctx.bases[r];
+  p.pad_off = ctx.layout.pad_off;
+  p.rounds = kProbeRounds;
+  // The first round waits out the launch skew of processes that left one bootstrap barrier together.
+  p.first_ns = std::min<long long>(ctx.timeout_ns, 2000000000ll);
+  p.rest_ns = kProbeRestNs;
+  p.result = result;
+  return p;
 }
 
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
@@ -13,7 +14,7 @@
 namespace symmar {
 namespace gpu {
 
-/// Layout of every rank's symmetric allocation: [signal pad | staging | user heap].
+/// Layout of every rank's symmetric allocation: [staging | signal pad | user heap].
 struct HeapLayout {
   size_t pad_off = 0;
   size_t staging_off = 0;
@@ -22,21 +23,27 @@ struct HeapLayout {
   size_t heap_bytes = 0;
   size_t total = 0;  ///< bytes the layout needs before rounding to the allocation granularity
 };
-/// Pad first, then staging and heap at 256-byte boundaries.
+/// Staging first (the multicast object binds only it, from offset 0), then pad and heap at 256-byte
+/// boundaries.
 HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes);
+/// A signal pad as it must be before the first kernel: every flag at epoch_start, every failed and
+/// probe word 0.
+std::vector<char> initialPad(uint32_t epoch_start);
 
 /// What a comm fixes for all its launches.
 struct LaunchContext {
   int rank = 0;
   int world = 0;
   char* const* bases = nullptr;  ///< every rank's allocation as mapped here (world entries)
-  char* mc_base = nullptr;       ///< multicast mapping of the same layout, or nullptr
+  char* mc_base = nullptr;       ///< multicast mapping of the staging buffers, or nullptr
   HeapLayout layout;
   bool have_heap = false;
   const SymmetricArena* arena = nullptr;  ///< symmarMemAlloc blocks of the user heap
   DeviceState* state = nullptr;
   volatile int* status = nullptr;
   long long timeout_ns = 0;
+  int max_blocks = 1;  ///< co-residency cap on a call's grid (agreed across ranks)
+  size_t bytes_per_block = kBytesPerBlock;  ///< message bytes per launched block (gridFor)
 };
 
 /// Offset in this rank's allocation that peers may read send from in place, or kStagedInput.
@@ -45,9 +52,19 @@ uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const vo
 /// The input offsets a peer may publish for a call of bytes bytes: [*lo, *lo + *span); span 0 when
 /// none fits.
 void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span);
+/// Blocks a call launches: one per ctx.bytes_per_block of its (first) chunk, at least 1, at most
+/// ctx.max_blocks. Depends only on the call and on comm-wide values, so every rank launches the same grid.
+int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype);
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);
+/// Co-scheduling probe: rounds, and the bound shared by every round after the first. Kernels that
+/// run concurrently meet in about a microsecond a round (64 rounds: ~0.1 ms); serialised or
+/// time-sliced ones need a context switch a round, far more than 2 ms for 63 of them.
+constexpr int kProbeRounds = 64;
+constexpr long long kProbeRestNs = 2000000;
+/// The probe kernel's arguments; result points at two long longs the kernel fills (ProbeArgs).
+ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result);
 /// The kernel serving (algo, dtype, op), or nullptr (no such kernel, or multimem without multicast).
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast);
 

@@ -143,6 +143,11 @@ symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, cons
   if (bad >= 0) return peerOutcome(local, bad, "map the symmetric heaps");
   SYMMAR_INFO(kSubsysHeap, "symmetric heap: %zu bytes per rank, %s", size_,
               map_peers ? "all peers mapped" : "own allocation only");
+  // Only the staging buffers (offset 0 of the layout) are ever reached through multicast: the object
+  // spans them alone, which keeps it small whatever the user heap's size.
+  // (The bind needs an offset aligned to the multicast granularity: the layout puts staging at 0.)
+  const bool bindable = mc_gran_ > 0 && layout.staging_off == 0;
+  mc_size_ = bindable ? std::min(size_, roundUp(layout.staging_bytes, mc_gran_)) : 0;
   if (want_multicast) SYMMAR_CHECK(setupMulticast(ctx, nonce + 1, timeout_ms));
   return symmarSuccess;
 }
@@ -151,12 +156,12 @@ symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t
   Bootstrap& bs = *ctx.bootstrap;
   const int world = ctx.nranks;
   const char* step = "create the multicast object";
-  bool ok = drv_->has_multicast;
+  bool ok = drv_->has_multicast && mc_size_ > 0;  // agreed below: any rank's "no" is every rank's
   int mc_fd = -1;
   if (ok && rank_ == 0) {
     CUmulticastObjectProp mp{};
     mp.numDevices = static_cast<unsigned>(world);
-    mp.size = size_;
+    mp.size = mc_size_;
     mp.handleTypes = kFdHandle;
     CUresult res = drv_->cuMulticastCreate(&mc_handle_, &mp);
     if (res == CUDA_SUCCESS) res = drv_->cuMemExportToShareableHandle(&mc_fd, mc_handle_, kFdHandle, 0);
@@ -192,15 +197,15 @@ symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t
   }
   if (bad < 0) {
     step = "bind and map the multicast object";
-    CUresult res = drv_->cuMulticastBindMem(mc_handle_, 0, handles_[static_cast<size_t>(rank_)], 0, size_, 0);
+    CUresult res = drv_->cuMulticastBindMem(mc_handle_, 0, handles_[static_cast<size_t>(rank_)], 0, mc_size_, 0);
     mc_bound_ = res == CUDA_SUCCESS;
-    if (res == CUDA_SUCCESS) res = drv_->cuMemAddressReserve(&mc_va_, size_, mc_gran_, 0, 0);
+    if (res == CUDA_SUCCESS) res = drv_->cuMemAddressReserve(&mc_va_, mc_size_, mc_gran_, 0, 0);
     if (res == CUDA_SUCCESS) {
-      res = drv_->cuMemMap(mc_va_, size_, 0, mc_handle_, 0);
+      res = drv_->cuMemMap(mc_va_, mc_size_, 0, mc_handle_, 0);
       mc_mapped_ = res == CUDA_SUCCESS;
     }
     const CUmemAccessDesc acc = accessFor(device_);
-    if (res == CUDA_SUCCESS) res = drv_->cuMemSetAccess(mc_va_, size_, &acc, 1);
+    if (res == CUDA_SUCCESS) res = drv_->cuMemSetAccess(mc_va_, mc_size_, &acc, 1);
     ok = res == CUDA_SUCCESS;
     if (!ok) SYMMAR_INFO(kSubsysHeap, "multicast bind/map: %s", driverErrorText(res));
     SYMMAR_CHECK(agreeAll(bs, ok, &bad));
@@ -211,15 +216,15 @@ symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t
     return symmarSuccess;
   }
   mc_ptr_ = reinterpret_cast<char*>(mc_va_);
-  SYMMAR_INFO(kSubsysHeap, "multicast object bound: %zu bytes", size_);
+  SYMMAR_INFO(kSubsysHeap, "multicast object bound to the staging buffers: %zu bytes", mc_size_);
   return symmarSuccess;
 }
 
 void SymmetricHeap::releaseMulticast() {
   if (!drv_) return;
-  if (mc_mapped_) drv_->cuMemUnmap(mc_va_, size_);
-  if (mc_va_) drv_->cuMemAddressFree(mc_va_, size_);
-  if (mc_bound_) drv_->cuMulticastUnbind(mc_handle_, cu_dev_, 0, size_);
+  if (mc_mapped_) drv_->cuMemUnmap(mc_va_, mc_size_);
+  if (mc_va_) drv_->cuMemAddressFree(mc_va_, mc_size_);
+  if (mc_bound_) drv_->cuMulticastUnbind(mc_handle_, cu_dev_, 0, mc_size_);
   if (mc_handle_) drv_->cuMemRelease(mc_handle_);
   mc_mapped_ = mc_bound_ = false;
   mc_va_ = 0;

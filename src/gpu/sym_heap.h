@@ -2,7 +2,8 @@
 // exchanged over the bootstrap and mapped by every rank at one contiguous reservation
 // (rank r at base + r * size), optionally bound to a multicast object for multimem.
 //
-// Layout of every rank's allocation: [signal pad | staging | user heap], equal on every rank.
+// Layout of every rank's allocation: [staging | signal pad | user heap], equal on every rank; the
+// multicast object binds the staging buffers only.
 #pragma once
 #include <cuda.h>
 
@@ -53,6 +54,7 @@ class SymmetricHeap {
   bool mc_mapped_ = false;
   CUdevice cu_dev_ = 0;
   size_t mc_gran_ = 0;
+  size_t mc_size_ = 0;  ///< bytes of the multicast object: the staging buffers, rounded to its granularity
   CUdeviceptr mc_va_ = 0;
   char* mc_ptr_ = nullptr;
 };

@@ -12,11 +12,8 @@ EmuComm::EmuComm(const EmuOptions& o) : o_(o), layout_(gpu::makeLayout(o.staging
     char* base = static_cast<char*>(std::aligned_alloc(4096, bytes));
     std::memset(base, 0, bytes);
     // Every flag starts at the start epoch, as CudaBackend::initDeviceState sets them.
-    for (int b = 0; b < sched::kMaxBlocks; ++b) {
-      for (int s = 0; s < sched::kBarrierSlots; ++s) {
-        std::memcpy(base + layout_.pad_off + sched::flagOffset(b, s), &o.epoch_start, sizeof(o.epoch_start));
-      }
-    }
+    const std::vector<char> pad = gpu::initialPad(o.epoch_start);
+    std::memcpy(base + layout_.pad_off, pad.data(), pad.size());
     bases_.push_back(base);
     arenas_.emplace_back(layout_.heap_bytes);
     auto state = std::make_unique<gpu::DeviceState>();
@@ -27,10 +24,11 @@ EmuComm::EmuComm(const EmuOptions& o) : o_(o), layout_(gpu::makeLayout(o.staging
   }
   status_.resize(static_cast<size_t>(o.world));
   if (o.multicast) {
-    mc_range_.resize(bytes);
+    // As the CUDA heap binds it: the staging buffers only, multicast offset 0 at staging_off.
+    mc_range_.resize(layout_.staging_bytes);
     group_.mc_base = mc_range_.data();
-    group_.bytes = bytes;
-    group_.ranks = bases_;
+    group_.bytes = layout_.staging_bytes;
+    for (char* b : bases_) group_.ranks.push_back(b + layout_.staging_off);
     registerMulticast(&group_);
   }
 }
@@ -62,6 +60,8 @@ gpu::LaunchContext EmuComm::context(int r) const {
   ctx.state = states_[static_cast<size_t>(r)].get();
   ctx.status = const_cast<int*>(status_[static_cast<size_t>(r)].words);
   ctx.timeout_ns = static_cast<long long>(o_.timeout_ms) * 1000000;
+  ctx.max_blocks = o_.blocks;
+  ctx.bytes_per_block = o_.bytes_per_block;
   return ctx;
 }
 
@@ -76,10 +76,28 @@ bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
   for (int r : ranks) {
     gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
                                             call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
-    launches.push_back(Launch{kernel, o_.blocks, a});
+    launches.push_back(Launch{kernel, gpu::gridFor(context(r), call.count, call.dtype), a});
   }
   runConcurrently(launches);
   return true;
+}
+
+std::vector<std::array<long long, 2>> EmuComm::probe(const std::vector<int>& launching, bool sequential) {
+  std::vector<std::array<long long, 2>> results(launching.size(), {0, 0});
+  std::vector<gpu::ProbeArgs> args;
+  for (size_t i = 0; i < launching.size(); ++i) {
+    args.push_back(gpu::makeProbeArgs(context(launching[i]), results[i].data()));
+    // Emulated threads are far slower than a GPU's: the later rounds get the first round's bound.
+    args.back().rest_ns = args.back().first_ns;
+  }
+  std::vector<Launch> launches;
+  for (const gpu::ProbeArgs& p : args) launches.push_back(Launch{gpu::coScheduleProbeKernel(), 1, {}, &p});
+  if (sequential) {
+    for (const Launch& l : launches) runConcurrently({l});
+  } else {
+    runConcurrently(launches);
+  }
+  return results;
 }
 
 }  // namespace emu

@@ -3,6 +3,7 @@
 // words, an optional multicast group, and calls launched through the same host code as the CUDA
 // backend (gpu/kernel_launch.h).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -15,7 +16,8 @@ namespace emu {
 
 struct EmuOptions {
   int world = 2;
-  int blocks = 2;
+  int blocks = 2;                 ///< co-residency cap: the most blocks a call launches
+  size_t bytes_per_block = 1024;  ///< small, so that calls of a few KiB already run several blocks
   size_t staging_bytes = 8192;
   size_t heap_bytes = 1 << 20;
   uint32_t epoch_start = 0;
@@ -47,9 +49,12 @@ class EmuComm {
   std::vector<char*> symmetricAlloc(size_t bytes);
   /// The launch context of rank r (what CudaBackend::launchContext gives).
   gpu::LaunchContext context(int r) const;
-  /// Builds each rank's KernelArgs with gpu::makeKernelArgs and runs the ranks in `launching`
-  /// (all when empty) concurrently. False when no kernel serves the call.
+  /// Builds each rank's KernelArgs with gpu::makeKernelArgs and grid with gpu::gridFor, and runs
+  /// the ranks in `launching` (all when empty) concurrently. False when no kernel serves the call.
   bool run(const EmuCall& call, const std::vector<int>& launching = {});
+  /// Runs the co-scheduling probe kernel on the ranks in `launching` (all when empty), all at once
+  /// or (sequential) one rank after another; returns each launched rank's two result words.
+  std::vector<std::array<long long, 2>> probe(const std::vector<int>& launching, bool sequential);
   /// Rank r's status words: [0] result code, [1] peer, [2] block.
   const int* status(int r) const { return status_[static_cast<size_t>(r)].words; }
   gpu::DeviceState& state(int r) { return *states_[static_cast<size_t>(r)]; }

@@ -114,9 +114,10 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   o.world = 2;
   o.timeout_ms = 2000;
   EmuComm comm(o);
-  // Rank 1 arrives at block 0's first barrier with an input offset 1 TiB into its allocation.
-  char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
-  uint32_t* flag = reinterpret_cast<uint32_t*>(pad1 + sched::flagOffset(0, sched::kSlotStart));
+  // Rank 1 arrives at block 0's first barrier with an input offset 1 TiB into its allocation: it
+  // pushes both into its line of rank 0's pad.
+  char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
+  uint32_t* flag = reinterpret_cast<uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
   std::memcpy(reinterpret_cast<char*>(flag) + gpu::kInputWordOffset, &kHugeOffset, sizeof(kHugeOffset));
   *flag = 1;
   std::vector<char> send(4096), recv(4096);

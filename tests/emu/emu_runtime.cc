@@ -155,6 +155,7 @@ WorkerPool& pool() {
 
 void runConcurrently(const std::vector<Launch>& launches) {
   using Kernel = void (*)(gpu::KernelArgs);
+  using ProbeKernel = void (*)(gpu::ProbeArgs);
   std::vector<std::unique_ptr<BlockContext>> blocks;
   std::vector<std::function<void()>> jobs;
   for (const Launch& l : launches) {
@@ -170,7 +171,11 @@ void runConcurrently(const std::vector<Launch>& launches) {
           ctx.block_dim = Dim3{static_cast<unsigned>(gpu::kThreads), 1, 1};
           ctx.grid_dim = Dim3{static_cast<unsigned>(l.blocks), 1, 1};
           ctx.block = block;
-          kernel(l.args);
+          if (l.probe) {
+            reinterpret_cast<ProbeKernel>(const_cast<void*>(l.kernel))(*l.probe);
+          } else {
+            kernel(l.args);
+          }
           block->barrier.leave();
           ctx.block = nullptr;
         });

@@ -80,11 +80,13 @@ void unregisterMulticast(const MulticastGroup* group);
 /// Every rank's unicast address behind a multicast address (aborts if none is registered).
 std::vector<char*> unicastTargets(const void* mc);
 
-/// One rank's kernel launch: grid of blocks x kThreads threads.
+/// One rank's kernel launch: grid of blocks x kThreads threads. An allreduce kernel takes args; the
+/// co-scheduling probe (when probe is set) takes *probe instead.
 struct Launch {
   const void* kernel;
   int blocks;
   gpu::KernelArgs args;
+  const gpu::ProbeArgs* probe = nullptr;
 };
 /// Runs every launch's grid concurrently (as ranks' kernels run at once on their GPUs) and
 /// returns when every emulated thread has exited.

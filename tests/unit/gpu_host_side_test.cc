@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
+#include <vector>
 
 #include "core/schedule.h"
 #include "gpu/cuda_backend.h"
+#include "gpu/kernel_launch.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"
 #include "symmar/symmar.h"
@@ -98,11 +101,11 @@ TEST(GpuHeap, LayoutRegionsAreAlignedAndDisjoint) {
   for (size_t staging : {size_t(64) << 10, size_t(8) << 20, (size_t(8) << 20) + 100}) {
     for (size_t heap : {size_t(0), size_t(1) << 20, size_t(256) << 20}) {
       HeapLayout l = makeLayout(staging, heap);
-      EXPECT_EQ(l.pad_off, 0u);
-      EXPECT_GE(l.staging_off, sched::kSignalPadBytes);
-      EXPECT_EQ(l.staging_off % 256, 0u);
+      EXPECT_EQ(l.staging_off, 0u) << "the multicast object binds the staging buffers from offset 0";
+      EXPECT_GE(l.pad_off, staging);
+      EXPECT_EQ(l.pad_off % 256, 0u);
       EXPECT_EQ(l.heap_off % 256, 0u);
-      EXPECT_GE(l.heap_off, l.staging_off + staging);
+      EXPECT_GE(l.heap_off, l.pad_off + kPadBytes);
       EXPECT_EQ(l.total, l.heap_off + heap);
     }
   }
@@ -125,4 +128,64 @@ TEST(GpuNoDriver, GpuCommFailsWithCudaErrorAndAutoFallsBackToHost) {
   ASSERT_EQ(symmarCommTopology(comm, &topo), symmarSuccess);
   EXPECT_EQ(topo.link, symmarLinkHostMemory) << "AUTO picks the host backend without a driver";
   symmarCommDestroy(comm);
+}
+
+// The GPU pad is shared by every rank and the kernels: pinned by hand-worked offsets, then checked
+// as a property (every flag on a line of its own, failed and probe words after the flags).
+TEST(GpuPad, EveryRanksFlagsOnLinesOfTheirOwn) {
+  EXPECT_EQ(padFlagOffset(0, 0, sched::kSlotStart), 0u);
+  EXPECT_EQ(padFlagOffset(0, 0, sched::kSlotEnd), 128u);
+  EXPECT_EQ(padFlagOffset(0, 1, sched::kSlotStart), 256u);
+  EXPECT_EQ(padFlagOffset(1, 0, sched::kSlotStart), 16384u) << "rank 1's lines follow rank 0's 64 x 2 lines";
+  EXPECT_EQ(padFlagOffset(7, 63, sched::kSlotEnd), 131072u - 128u);
+  EXPECT_EQ(padFailedOffset(0), 131072u);
+  EXPECT_EQ(padFailedOffset(7), 131072u + 28u);
+  EXPECT_EQ(padProbeOffset(0), 131200u);
+  EXPECT_EQ(kPadBytes, 131328u);
+  std::set<size_t> lines;
+  for (int from = 0; from < kMaxRanks; ++from) {
+    for (int b = 0; b < sched::kMaxBlocks; ++b) {
+      for (int s = 0; s < sched::kBarrierSlots; ++s) {
+        const size_t off = padFlagOffset(from, b, s);
+        EXPECT_EQ(off % 128, 0u);
+        EXPECT_TRUE(lines.insert(off / 128).second) << from << "," << b << "," << s;
+        EXPECT_LT(off, padFailedOffset(0));
+      }
+    }
+  }
+  EXPECT_LE(padProbeOffset(kMaxRanks - 1) + 4, kPadBytes);
+}
+
+TEST(GpuPad, InitialPadHasEveryFlagAtTheStartEpochAndNoFailure) {
+  const std::vector<char> pad = initialPad(0xfffffff0u);
+  ASSERT_EQ(pad.size(), kPadBytes);
+  uint32_t v = 0;
+  std::memcpy(&v, pad.data() + padFlagOffset(5, 17, sched::kSlotEnd), 4);
+  EXPECT_EQ(v, 0xfffffff0u);
+  std::memcpy(&v, pad.data() + padFlagOffset(7, 63, sched::kSlotStart), 4);
+  EXPECT_EQ(v, 0xfffffff0u);
+  for (int r = 0; r < kMaxRanks; ++r) {
+    std::memcpy(&v, pad.data() + padFailedOffset(r), 4);
+    EXPECT_EQ(v, 0u);
+    std::memcpy(&v, pad.data() + padProbeOffset(r), 4);
+    EXPECT_EQ(v, 0u);
+  }
+}
+
+// One block per 32 KiB of a chunk, at least one, at most the co-residency cap: a decode-sized call
+// launches one block instead of the whole cap.
+TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
+  LaunchContext ctx;
+  ctx.world = 4;
+  ctx.layout = makeLayout(size_t(8) << 20, 0);  // halves of 4 MiB: one chunk up to ~4 MiB
+  ctx.max_blocks = 24;
+  EXPECT_EQ(gridFor(ctx, 1, symmarFloat32), 1);
+  EXPECT_EQ(gridFor(ctx, 3584, symmarBfloat16), 1) << "7 KiB: one token of a 3584-wide bf16 model";
+  EXPECT_EQ(gridFor(ctx, 8192, symmarFloat32), 1) << "exactly 32 KiB";
+  EXPECT_EQ(gridFor(ctx, 8193, symmarFloat32), 2);
+  EXPECT_EQ(gridFor(ctx, 65536, symmarFloat16), 4) << "128 KiB";
+  EXPECT_EQ(gridFor(ctx, size_t(1) << 20, symmarFloat32), 24) << "4 MiB: capped";
+  EXPECT_EQ(gridFor(ctx, size_t(1) << 30, symmarFloat32), 24) << "chunked: the chunk sets the grid";
+  ctx.max_blocks = 0;
+  EXPECT_EQ(gridFor(ctx, size_t(1) << 20, symmarFloat32), 1) << "never an empty grid";
 }

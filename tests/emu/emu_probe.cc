@@ -1,0 +1,5 @@
+// cuda/probe.cu, compiled unchanged as host C++ on the emulated CUDA runtime.
+// clang-format off
+#include "emu/emu_runtime.h"
+#include "cuda/probe.cu"
+// clang-format on
