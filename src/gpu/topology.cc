@@ -11,16 +11,16 @@
 #include "core/schedule.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
+#include "gpu/nvml.h"
 
 namespace symmar {
 namespace gpu {
 namespace {
 
-/// How this rank reaches a peer's GPU. NVLink versus PCIe comes from native P2P atomics, which
-/// NVLink provides and PCIe peer links in practice do not (NVML would say it directly, but is
-/// another library to load; the attribute is good enough to pick a table row).
-PeerLink linkTo(int device, const RankInfo& self, const RankInfo& peer) {
-  if (std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0) return kLinkSameGpu;
+/// How CUDA in this process says it reaches a peer's GPU (kLinkNotSeen when that GPU is not
+/// visible here). NVLink versus PCIe comes from native P2P atomics, which NVLink provides and PCIe
+/// peer links in practice do not (good enough to pick a table row).
+PeerLink cudaLinkTo(int device, const RankInfo& peer) {
   int peer_dev = -1;
   if (cudaDeviceGetByPCIBusId(&peer_dev, peer.bus_id) != cudaSuccess) {
     cudaGetLastError();
@@ -35,6 +35,15 @@ PeerLink linkTo(int device, const RankInfo& self, const RankInfo& peer) {
   }
   if (!access) return kLinkNone;
   return atomics ? kLinkNvLink : kLinkPcie;
+}
+
+/// How this rank reaches a peer's GPU, by UUID and PCI bus id (never by ordinal): CUDA's answer
+/// when the peer's GPU is visible here, NVML's when it is not (one visible GPU per process).
+PeerLink linkTo(int device, const RankInfo& self, const RankInfo& peer) {
+  const bool same = std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0;
+  if (same) return kLinkSameGpu;
+  const PeerLink seen = cudaLinkTo(device, peer);
+  return chooseLink(false, seen, seen == kLinkNotSeen ? nvmlLinkBetween(self.bus_id, peer.bus_id) : kLinkNotSeen);
 }
 
 symmarResult_t describeSelf(int device, RankInfo* info) {
@@ -93,7 +102,9 @@ void classifyTopology(int rank, Topology* out) {
                 sched::kMaxRanks);
   } else if (link == kLinkNone || link == kLinkNotSeen) {
     SYMMAR_WARN(kSubsysGpu, "no peer access between some GPUs (%s): symmetric kernels disabled",
-                link == kLinkNone ? "P2P unsupported" : "peers not visible to any rank");
+                link == kLinkNone ? "P2P unsupported"
+                                  : "no rank sees its peers' GPUs: not visible to CUDA (CUDA_VISIBLE_DEVICES) and NVML "
+                                    "(libnvidia-ml.so.1) unavailable");
   }
   if (!out->peer_access) {
     t.link = symmarLinkUnknown;

@@ -9,6 +9,7 @@
 #include "core/schedule.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/kernel_launch.h"
+#include "gpu/nvml.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"
 #include "symmar/symmar.h"
@@ -188,4 +189,24 @@ TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
   EXPECT_EQ(gridFor(ctx, size_t(1) << 30, symmarFloat32), 24) << "chunked: the chunk sets the grid";
   ctx.max_blocks = 0;
   EXPECT_EQ(gridFor(ctx, size_t(1) << 20, symmarFloat32), 1) << "never an empty grid";
+}
+
+// One visible GPU per process (CUDA_VISIBLE_DEVICES per rank): CUDA cannot see the peer's GPU, and
+// the link must come from NVML by PCI bus id instead of dropping the symmetric kernels.
+TEST(GpuTopology, PeersInvisibleToCudaAreFoundThroughNvml) {
+  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNvLink), kLinkNvLink);
+  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkPcie), kLinkPcie);
+  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNone), kLinkNone);
+  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNotSeen), kLinkNotSeen) << "neither knows: unknown stays unknown";
+  EXPECT_EQ(chooseLink(false, kLinkPcie, kLinkNvLink), kLinkPcie) << "CUDA's own answer wins when it has one";
+  EXPECT_EQ(chooseLink(true, kLinkNotSeen, kLinkNotSeen), kLinkSameGpu) << "same UUID: the same GPU";
+  // And the comm-wide classification then enables the kernels on NVLink.
+  Topology t = classify({rankInfo(0, 7, 0, kLinkNvLink), rankInfo(1, 7, 0, kLinkNvLink)});
+  EXPECT_TRUE(t.peer_access);
+  EXPECT_EQ(t.topo.link, symmarLinkNvLink);
+}
+
+// Without NVML (this machine has no driver) the lookup answers "not seen" instead of failing.
+TEST(GpuTopology, NvmlMissingAnswersNotSeen) {
+  EXPECT_EQ(nvmlLinkBetween("0000:1b:00.0", "0000:1c:00.0"), kLinkNotSeen);
 }
