@@ -153,6 +153,17 @@ symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_
 symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo);
 /** Uses the engine's ncclComm_t as the comm's fallback (not owned). */
 symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm);
+/**
+ * Opens a group of calls that one thread issues for several comms, e.g. every rank of
+ * symmarCommInitAll driven in turn from one thread. Calls that NCCL serves are then queued by NCCL
+ * and issued together at symmarGroupEnd (NCCL needs this when one thread drives several GPUs: each
+ * call could otherwise block until the other ranks arrive); symmetric kernels launch at once (a
+ * launch never waits for peers). Groups nest and belong to the calling thread. Host-backend calls
+ * complete on return, so one thread cannot drive several host-backend ranks, grouped or not.
+ */
+symmarResult_t symmarGroupStart(void);
+/** Closes the innermost group of this thread; symmarInvalidUsage without a matching start. */
+symmarResult_t symmarGroupEnd(void);
 
 /** Collective: allocates a symmetric buffer (same offset on every rank); inputs in it are zero-copy. */
 symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr);

@@ -1,7 +1,9 @@
 // Collective entry points: argument checks, planning, dispatch to the backend.
 #include <cstdint>
+#include <vector>
 
 #include "api/guard.h"
+#include "gpu/cuda_backend.h"
 #include "core/names.h"
 #include "plan/planner.h"
 
@@ -67,9 +69,33 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
   return res;
 }
 
+/// This thread's open groups: for each, whether NCCL's group was opened with it (NCCL may have
+/// been loaded in between, so each level remembers its own).
+thread_local std::vector<bool> t_groups;
+
 }  // namespace
 
 extern "C" {
+
+symmarResult_t symmarGroupStart(void) {
+  return guarded(nullptr, [&] {
+    bool called = false;
+    SYMMAR_CHECK(ncclGroupCall(true, &called));
+    t_groups.push_back(called);
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarGroupEnd(void) {
+  return guarded(nullptr, [&] {
+    if (t_groups.empty()) return fail(symmarInvalidUsage, "symmarGroupEnd without a symmarGroupStart on this thread");
+    const bool called = t_groups.back();
+    t_groups.pop_back();
+    bool ended = false;
+    if (called) SYMMAR_CHECK(ncclGroupCall(false, &ended));
+    return symmarSuccess;
+  });
+}
 
 symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                symmarRedOp_t op, symmarComm_t comm, void* stream) {

@@ -205,6 +205,15 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   int bad = -1;
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, nccl, &bad));
   nccl_ok_ = bad < 0;
+  if (nccl_ok_) {
+    const symmarResult_t made = nccl_.create(ctx_);
+    SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, made == symmarSuccess, &bad));
+    if (bad >= 0) {
+      SYMMAR_WARN(kSubsysGpu, "NCCL fallback off for this comm: rank %d could not create its NCCL communicator (%s)",
+                  bad, made == symmarSuccess ? "see that rank's log" : threadLastError().c_str());
+      nccl_ok_ = false;
+    }
+  }
 
   have_heap_ = topo_.all_local;
   if (have_heap_) {
@@ -352,6 +361,8 @@ bool cudaUsable(int* device) {
   *device = d;
   return true;
 }
+
+symmarResult_t ncclGroupCall(bool start, bool* called) { return gpu::NcclFallback::group(start, called); }
 
 symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out) {
   if (ctx.nranks > gpu::kMaxRanks) {

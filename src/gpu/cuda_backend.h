@@ -16,4 +16,8 @@ bool cudaUsable(int* device);
 /// symmarCudaError with a message.
 symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out);
 
+/// Opens (start) or closes a group of NCCL calls issued by this thread, when NCCL is loaded in the
+/// process; *called says whether an NCCL group call was made (it must be matched).
+symmarResult_t ncclGroupCall(bool start, bool* called);
+
 }  // namespace symmar

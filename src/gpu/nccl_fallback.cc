@@ -70,6 +70,28 @@ bool NcclFallback::load() {
   return true;
 }
 
+symmarResult_t NcclFallback::group(bool start, bool* called) {
+  *called = false;
+  const char* name = envRaw("SYMMAR_NCCL_LIB");
+  // Only an NCCL already loaded can have calls to group: RTLD_NOLOAD never loads it here.
+  void* lib = dlopen(name ? name : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!lib) return symmarSuccess;
+  using GroupFn = int (*)();
+  auto fn = reinterpret_cast<GroupFn>(dlsym(lib, start ? "ncclGroupStart" : "ncclGroupEnd"));
+  auto err = reinterpret_cast<ErrorStringFn>(dlsym(lib, "ncclGetErrorString"));
+  symmarResult_t out = symmarSuccess;
+  if (fn) {
+    *called = true;
+    const int res = fn();
+    if (res != kNcclSuccess) {
+      out = fail(symmarNcclError, "%s failed: %s", start ? "ncclGroupStart" : "ncclGroupEnd",
+                 err ? err(res) : "unknown NCCL error");
+    }
+  }
+  dlclose(lib);  // drops only the reference RTLD_NOLOAD took
+  return out;
+}
+
 symmarResult_t NcclFallback::ncclFailure(int res, const char* what) const {
   return fail(symmarNcclError, "%s failed: %s", what, error_string_ ? error_string_(res) : "unknown NCCL error");
 }

@@ -1,5 +1,5 @@
 // The NCCL fallback: libnccl.so.2 loaded at run time (SYMMAR_NCCL_LIB overrides the name), with a
-// communicator of its own created on first use or one adopted from the engine. Declares the few
+// communicator of its own created with the comm, or one adopted from the engine. Declares the few
 // NCCL types it needs itself, so nothing links against NCCL.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -23,12 +23,18 @@ class NcclFallback {
   bool loaded() const { return lib_ != nullptr; }
   /// Uses an engine's ncclComm_t (not owned). Replaces (and destroys) an own communicator.
   symmarResult_t adopt(void* nccl_comm);
+  /// Collective: creates the comm's own NCCL communicator (at comm creation: creating it on a first
+  /// call would block inside a graph capture, or deadlock one thread that issues every rank's calls).
+  symmarResult_t create(const BackendContext& ctx) { return ensureComm(ctx); }
   /// ncclAllReduce on the comm's NCCL communicator, creating it first if needed (collective then:
   /// every rank reaches it through the same planned call). Any dtype the API knows.
   symmarResult_t allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                            symmarRedOp_t op, cudaStream_t stream);
   /// Set when the comm failed: teardown aborts instead of waiting for outstanding work.
   void markFailed() { failed_ = true; }
+  /// ncclGroupStart (start) or ncclGroupEnd of the NCCL already loaded in this process; *called
+  /// says whether NCCL was there (nothing to group otherwise).
+  static symmarResult_t group(bool start, bool* called);
 
  private:
   symmarResult_t ensureComm(const BackendContext& ctx);

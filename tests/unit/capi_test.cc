@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "symmar/symmar.h"
@@ -159,6 +160,27 @@ TEST(CApi, CollectiveArgumentChecks) {
   EXPECT_EQ(topo.world_size, 1);
   EXPECT_EQ(symmarCommAdoptNccl(comm, &dummy_stream), symmarInvalidUsage);
   EXPECT_EQ(symmarCommDestroy(comm), symmarSuccess);
+}
+
+// Groups belong to the calling thread and nest; an unmatched end is refused with a message, and
+// calls inside a group still complete (the host backend completes every call on return).
+TEST(CApi, GroupsNestPerThreadAndAnUnmatchedEndIsRefused) {
+  EXPECT_EQ(symmarGroupEnd(), symmarInvalidUsage);
+  EXPECT_NE(std::string(symmarGetLastError(nullptr)).find("without a symmarGroupStart"), std::string::npos);
+  std::vector<symmarComm_t> comms(1);
+  const int cpu = SYMMAR_DEVICE_CPU;
+  ASSERT_EQ(symmarCommInitAll(comms.data(), 1, &cpu, nullptr), symmarSuccess);
+  ASSERT_EQ(symmarGroupStart(), symmarSuccess);
+  ASSERT_EQ(symmarGroupStart(), symmarSuccess);
+  float x[3] = {1.5f, -2.0f, 4.0f};
+  EXPECT_EQ(symmarAllReduce(x, x, 3, symmarFloat32, symmarSum, comms[0], nullptr), symmarSuccess);
+  EXPECT_EQ(x[0], 1.5f);  // one rank: the sum is the input
+  EXPECT_EQ(symmarGroupEnd(), symmarSuccess);
+  std::thread other([] { EXPECT_EQ(symmarGroupEnd(), symmarInvalidUsage) << "another thread has no open group"; });
+  other.join();
+  EXPECT_EQ(symmarGroupEnd(), symmarSuccess);
+  EXPECT_EQ(symmarGroupEnd(), symmarInvalidUsage) << "both levels closed";
+  EXPECT_EQ(symmarCommDestroy(comms[0]), symmarSuccess);
 }
 
 TEST(CApi, CppWrapperThrowsWithTheLastError) {
