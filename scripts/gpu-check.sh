@@ -91,6 +91,12 @@ if [ $built -eq 1 ]; then
 fi
 
 PERF="$BUILD/benchmarks/symmar_perf"
+# The start-up log of a shared-GPU comm: driver vs toolkit (driver entry points asked at their ABI
+# version), the co-scheduling probe's verdict, the NCCL communicator made with the comm.
+if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+  step "start-up log (INFO)" startup_info.log 60 env SYMMAR_DEBUG=INFO \
+    "$PERF" --device gpu --local-world 4 -A oneshot -b 8 -e 8 -n 5 -w 1
+fi
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   for n in 2 4 8; do
     step "symmar_perf local world $n" "perf_world$n.log" 60 \
@@ -117,6 +123,18 @@ fi
     echo "|---|---|"
     sed -E 's/^([^ ]+) [ .*]+ *(Passed|\*\*\*Failed|\*\*\*Timeout|\*\*\*Skipped|Not Run|[A-Za-z*]+)(.*)$/| \1 | \2\3 |/' \
       "$OUT/ctest_gpu_results.txt"
+  fi
+  echo
+  echo "## hardening checks"
+  echo
+  for t in GpuCoSchedule.RanksSharingAGpuKeepTheKernels GpuTopology.SharedGpuReportsPeerLink \
+    GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture; do
+    echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
+  done
+  if [ -f "$OUT/startup_info.log" ]; then
+    echo "- driver vs toolkit: $(grep -m1 -oE "CUDA driver [0-9.]+, toolkit [0-9.]+" "$OUT/startup_info.log" || echo "no line")"
+    echo "- co-scheduling probe: $(grep -m1 -oE "co-scheduling probe: .*" "$OUT/startup_info.log" || echo "no line")"
+    echo "- grid / blocks: $(grep -m1 -oE "CUDA backend ready: .*" "$OUT/startup_info.log" || echo "no line")"
   fi
   for f in "$OUT"/perf_world*.log; do
     [ -f "$f" ] || continue

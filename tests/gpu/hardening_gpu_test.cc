@@ -1,0 +1,103 @@
+// What a first GPU run would have hit: ranks sharing a GPU must run at once (the co-scheduling
+// probe keeps the kernels), a late rank after a peer's timeout must not produce data, grids follow
+// the message size, and an NCCL-served call may be the first one captured in a CUDA graph.
+#include <cstring>
+
+#include "gpu_test_util.h"
+
+namespace symmar_gpu_test {
+namespace {
+
+// Four ranks as threads on one GPU (CUDA_DEVICE_MAX_CONNECTIONS=32 is set before the first CUDA
+// call): the probe must meet, so the symmetric kernels stay on and serve a call.
+TEST(GpuCoSchedule, RanksSharingAGpuKeepTheKernels) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0, 0, 0, 0}, 10000, 0);
+  ASSERT_TRUE(w.ok()) << w.error();
+  symmarTopology_t topo;
+  SYMMAR_OK(symmarCommTopology(w.comm(0), &topo));
+  EXPECT_EQ(symmarLinkNvLink, topo.link) << "the co-scheduling probe turned the kernels off";
+  const size_t count = 3584;  // one token of a 3584-wide model
+  std::vector<float*> buf(4);
+  std::vector<std::vector<unsigned char>> in(4);
+  for (int r = 0; r < 4; ++r) {
+    in[r] = makeInput(symmarFloat32, count, r, 3);
+    CUDA_OK(devAlloc(&buf[r], count * 4));
+    CUDA_OK(cudaMemcpyAsync(buf[r], in[r].data(), count * 4, cudaMemcpyHostToDevice, w.stream(r)));
+  }
+  for (int r = 0; r < 4; ++r) {
+    SYMMAR_OK(symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, symmarAlgoOneShot, w.comm(r),
+                                  w.stream(r)));
+  }
+  CUDA_OK(w.sync());
+  const std::vector<double> ref = reference(symmarFloat32, symmarSum, in, count);
+  std::vector<unsigned char> out(count * 4);
+  for (int r = 0; r < 4; ++r) {
+    CUDA_OK(cudaMemcpy(out.data(), buf[r], count * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(ref[i], elemAt(symmarFloat32, out, i)) << "rank " << r << " i " << i;
+    cudaFree(buf[r]);
+  }
+}
+
+// Rank 1 calls alone and times out; then rank 0 calls late. Its kernel must exit at entry (rank 1
+// pushed its failed word) without writing the output, and report symmarPeerFailure.
+TEST(GpuFailure, AfterATimeoutTheLateRankProducesNoData) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0, 0}, 300, 0);
+  ASSERT_TRUE(w.ok()) << w.error();
+  const size_t count = 4096;
+  std::vector<float*> buf(2);
+  for (int r = 0; r < 2; ++r) CUDA_OK(devAlloc(&buf[r], count * 4));
+  CUDA_OK(cudaMemset(buf[0], 0x5a, count * 4));
+  CUDA_OK(cudaMemset(buf[1], 0, count * 4));
+  CUDA_OK(cudaDeviceSynchronize());
+  SYMMAR_OK(symmarAllReduceAlgo(buf[1], buf[1], count, symmarFloat32, symmarSum, symmarAlgoTwoShot, w.comm(1),
+                                w.stream(1)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(1)));
+  symmarResult_t async = symmarSuccess;
+  SYMMAR_OK(symmarCommGetAsyncError(w.comm(1), &async));
+  ASSERT_EQ(symmarTimeout, async);
+  SYMMAR_OK(symmarAllReduceAlgo(buf[0], buf[0], count, symmarFloat32, symmarSum, symmarAlgoTwoShot, w.comm(0),
+                                w.stream(0)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+  SYMMAR_OK(symmarCommGetAsyncError(w.comm(0), &async));
+  EXPECT_EQ(symmarPeerFailure, async);
+  std::vector<unsigned char> out(count * 4);
+  CUDA_OK(cudaMemcpy(out.data(), buf[0], count * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(0x5a, out[i]) << "byte " << i << " written after the failure";
+  for (int r = 0; r < 2; ++r) cudaFree(buf[r]);
+}
+
+// The NCCL communicator exists from comm creation, so the first NCCL-served call may be captured.
+TEST(GpuNccl, FirstCallInsideACapture) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0}, 20000, 0);
+  ASSERT_TRUE(w.ok()) << w.error();
+  const size_t count = 1000;
+  float* buf = nullptr;
+  CUDA_OK(devAlloc(&buf, count * 4));
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 13) - 6.0f;
+  CUDA_OK(cudaMemcpyAsync(buf, in.data(), count * 4, cudaMemcpyHostToDevice, w.stream(0)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(w.stream(0), cudaStreamCaptureModeThreadLocal));
+  const symmarResult_t res = symmarAllReduceAlgo(buf, buf, count, symmarFloat32, symmarSum, symmarAlgoNccl, w.comm(0),
+                                                 w.stream(0));
+  const std::string why = symmarGetLastError(w.comm(0));
+  CUDA_OK(cudaStreamEndCapture(w.stream(0), &graph));
+  if (res == symmarUnsupported) GTEST_SKIP() << "NCCL not loadable: " << why;
+  ASSERT_EQ(symmarSuccess, res) << why;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, w.stream(0)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+  CUDA_OK(cudaMemcpy(out.data(), buf, count * 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(0, std::memcmp(in.data(), out.data(), count * 4)) << "one rank: the sum is the input";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(buf);
+}
+
+}  // namespace
+}  // namespace symmar_gpu_test
