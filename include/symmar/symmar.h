@@ -120,8 +120,11 @@ const char* symmarAlgoName(symmarAlgo_t algo);
 /**
  * Creates a rendezvous id; call on one rank (normally rank 0's process) and share it. An id
  * serves exactly one comm: a second rank 0, or a rank joining after the comm formed, gets
- * symmarInvalidUsage. The id's listening socket is kept for a rank 0 in this process or its
- * children; at most 64 unused ones stay open (docs/integration.md, "Unique ids").
+ * symmarInvalidUsage. The id reserves a TCP port (bound, not listening) while this process keeps
+ * it; rank 0 listens on that port in any process of the same user (this one, a forked child, or a
+ * freshly started one such as torch.multiprocessing.spawn's), so the id may be made in a parent
+ * that takes no part in the comm. At most 64 unused reservations stay open per process
+ * (docs/integration.md, "Unique ids").
  */
 symmarResult_t symmarGetUniqueId(symmarUniqueId* id);
 /** Collective: every rank calls with the same id and nranks. config may be NULL (defaults). */

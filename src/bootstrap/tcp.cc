@@ -33,7 +33,7 @@ namespace {
 
 using wire::IdPayload;
 
-/// Listening sockets of ids made here and not yet used by a rank 0 here, oldest first. At most
+/// Bound (not listening) sockets of ids made here and not yet used by a rank 0 here, oldest first. At most
 /// kMaxIdleIds stay open: beyond that the oldest is closed, and a rank 0 that later uses that id
 /// listens on its port again itself (as a rank 0 in another process always does).
 constexpr size_t kMaxIdleIds = 64;
@@ -65,17 +65,22 @@ symmarResult_t chooseAddress(in_addr* addr) {
   return symmarSuccess;
 }
 
-symmarResult_t listenOn(in_addr addr, uint16_t port, int* fd_out, uint16_t* port_out) {
+/// Binds a TCP socket to addr:port; with listen_now it also listens. SO_REUSEPORT (same user only)
+/// lets the id's rank 0 bind the port in another process while the process that made the id still
+/// holds it bound: the maker keeps the port reserved without listening, so connections reach only
+/// the rank 0 that listens (torch.multiprocessing.spawn makes the id in a parent that is no rank).
+symmarResult_t bindTo(in_addr addr, uint16_t port, bool listen_now, int* fd_out, uint16_t* port_out) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail(symmarSystemError, "bootstrap: socket failed: %s", strerror(errno));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr = addr;
   sa.sin_port = htons(port);
   socklen_t len = sizeof(sa);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(fd, 1024) != 0 ||
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || (listen_now && listen(fd, 1024) != 0) ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     int err = errno;
     close(fd);
@@ -160,13 +165,20 @@ symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
       }
     }
   }
-  if (listener < 0) {  // the id came from another process: listen on its address ourselves
+  if (listener >= 0) {  // the id was made here (or in a parent that forked us): its socket is only bound
+    if (listen(listener, 1024) != 0) {
+      int err = errno;
+      close(listener);
+      return fail(symmarSystemError, "bootstrap: cannot listen on the unique id's port %u: %s",
+                  static_cast<unsigned>(id.port), strerror(err));
+    }
+  } else {  // the id came from another process: bind its port beside the maker's reservation
     uint16_t port = 0;
-    symmarResult_t res = listenOn(in_addr{id.addr}, id.port, &listener, &port);
+    symmarResult_t res = bindTo(in_addr{id.addr}, id.port, true, &listener, &port);
     if (res != symmarSuccess && errno == EADDRINUSE) {
-      return fail(symmarInvalidUsage, "bootstrap: the port of this unique id (%u) is taken: another comm's rank 0 "
-                  "uses the same id (a unique id serves exactly one comm), or the id was made in a process that "
-                  "is neither rank 0 nor its parent", static_cast<unsigned>(id.port));
+      return fail(symmarInvalidUsage, "bootstrap: the port of this unique id (%u) is taken by a process of another "
+                  "user or a program that is not symmar: make the id as the user that runs the ranks",
+                  static_cast<unsigned>(id.port));
     }
     SYMMAR_CHECK(res);
   }
@@ -198,7 +210,7 @@ symmarResult_t makeUniqueId(symmarUniqueId* raw) {
   std::random_device rd;
   id.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(getpid()) << 16);
   int fd = -1;
-  SYMMAR_CHECK(listenOn(addr, 0, &fd, &id.port));
+  SYMMAR_CHECK(bindTo(addr, 0, false, &fd, &id.port));  // reserved; rank 0 listens
   {
     std::lock_guard<std::mutex> lock(g_listeners_mutex);
     g_listeners.emplace_back(id.nonce, fd);
@@ -208,7 +220,7 @@ symmarResult_t makeUniqueId(symmarUniqueId* raw) {
     }
   }
   wire::encodeId(id, raw);
-  SYMMAR_INFO(kSubsysBoot, "unique id listens on %s:%u", inet_ntoa(addr), id.port);
+  SYMMAR_INFO(kSubsysBoot, "unique id reserves %s:%u", inet_ntoa(addr), id.port);
   return symmarSuccess;
 }
 

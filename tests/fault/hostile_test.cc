@@ -141,22 +141,31 @@ int connectToId(const symmarUniqueId& id) {
 }  // namespace
 
 // Regression: rank 0 read hellos one connection at a time with the whole init timeout, so one
-// idle connection stalled the comm until it failed.
+// idle connection stalled the comm until it failed. The id's port is only reserved until rank 0
+// listens, so the junk connects (from process 3) once rank 0 is up, before ranks 1 and 2 join.
 TEST(Hostile, IdleAndForeignConnectionsDoNotStallCommCreation) {
   symmarUniqueId id;
   ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
-  std::vector<int> junk;
-  junk.push_back(connectToId(id));  // says nothing
-  junk.push_back(connectToId(id));  // half a hello
-  junk.push_back(connectToId(id));  // another protocol
-  for (int fd : junk) ASSERT_GE(fd, 0);
-  const char half[] = "SYMM\x02";
-  send(junk[1], half, 5, MSG_NOSIGNAL);
-  const char http[] = "GET / HTTP/1.0\r\n\r\n";
-  send(junk[2], http, sizeof(http) - 1, MSG_NOSIGNAL);
   mp::SharedWords secs(4);
-  auto status = mp::runForked(3, [&](int rank) {
-    if (rank == 0) sleepMs(200);  // joiners first, as when rank 1 starts before rank 0
+  auto status = mp::runForked(4, [&](int rank) {
+    if (rank == 3) {
+      std::vector<int> junk;
+      auto start = std::chrono::steady_clock::now();
+      while (junk.size() < 3 && since(start) < 5) {
+        int fd = connectToId(id);
+        if (fd >= 0) junk.push_back(fd);
+        else sleepMs(5);
+      }
+      if (junk.size() < 3) return 20;
+      const char half[] = "SYMM\x02";
+      send(junk[1], half, 5, MSG_NOSIGNAL);  // half a hello; junk[0] says nothing
+      const char http[] = "GET / HTTP/1.0\r\n\r\n";
+      send(junk[2], http, sizeof(http) - 1, MSG_NOSIGNAL);  // another protocol
+      sleepMs(6000);  // held open while the ranks form the comm
+      for (int fd : junk) close(fd);
+      return 0;
+    }
+    if (rank != 0) sleepMs(300);  // the junk is queued before the real ranks arrive
     auto start = std::chrono::steady_clock::now();
     symmarComm_t comm = initCpu(id, 3, rank, 10000);
     secs[rank] = static_cast<uint64_t>(since(start) * 1000);
@@ -165,7 +174,7 @@ TEST(Hostile, IdleAndForeignConnectionsDoNotStallCommCreation) {
     if (checkedAllReduce(comm, rank, 3, 1000, 0, &wrong) != symmarSuccess || wrong) return 11;
     return symmarCommDestroy(comm) == symmarSuccess ? 0 : 12;
   });
-  for (int fd : junk) close(fd);
+  EXPECT_EQ(status[3], 0) << "the junk process could not connect to rank 0";
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(status[r], 0) << "rank " << r;
     EXPECT_LT(secs[r], 4000u) << "rank " << r << " took " << secs[r] << " ms to join";
