@@ -60,13 +60,17 @@ __device__ __forceinline__ uint32_t* failedWord(char* pad, int from) {
 /// Records a failure in the comm's status words for the host, and pushes this rank's failed word
 /// into every pad (its own included). Both are sticky: every later kernel of this rank, and of every
 /// peer, exits at entry; a peer spinning on this rank sees the word in its own pad and gives up.
+/// The first failure of the comm claims the status words, so they describe one failure (several
+/// threads of several blocks may give up at once).
 inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
-  ptx::st_status(a.status + 1, peer);
-  ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
-  ptx::st_status(a.status + 3, reason);
-  __threadfence_system();
-  ptx::st_status(a.status, code);
-  __threadfence_system();
+  if (atomicCAS(&a.state->reported, 0u, 1u) == 0u) {
+    ptx::st_status(a.status + 1, peer);
+    ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
+    ptx::st_status(a.status + 3, reason);
+    __threadfence_system();
+    ptx::st_status(a.status, code);
+    __threadfence_system();
+  }
   for (int r = 0; r < a.world; ++r) ptx::st_release_sys(failedWord(padOf(a, r), a.rank), 1u);
 }
 

@@ -45,8 +45,20 @@ SYMMAR_HD size_t padFailedOffset(int from) { return kPadFlagBytes + static_cast<
 SYMMAR_HD size_t padProbeOffset(int from) {
   return kPadFlagBytes + sched::kFlagStride + static_cast<size_t>(from) * sizeof(uint32_t);
 }
+/// Word `from` of this line: rank `from` finished writing its peer-access probe patterns here.
+SYMMAR_HD size_t padP2pOffset(int from) {
+  return kPadFlagBytes + 2 * sched::kFlagStride + static_cast<size_t>(from) * sizeof(uint32_t);
+}
 /// Bytes of a rank's GPU signal pad.
-constexpr size_t kPadBytes = kPadFlagBytes + 2 * sched::kFlagStride;
+constexpr size_t kPadBytes = kPadFlagBytes + 3 * sched::kFlagStride;
+
+/// Peer-access probe: bytes of each pattern region in the staging buffer (region 0: the rank's own
+/// pattern, which peers load; region 1 + r: the pattern rank r stores here). 9 regions fit the
+/// smallest GPU staging buffer (64 KiB).
+constexpr size_t kP2pProbeBytes = 2048;
+/// Per-peer outcomes of the peer-access probe besides a count of wrong words.
+constexpr long long kP2pTimedOut = -1;  ///< the peer's "written" flag never arrived
+constexpr long long kP2pTooSlow = -2;   ///< the checks passed but took longer than rest_ns
 static_assert(kMaxRanks * sizeof(uint32_t) <= sched::kFlagStride, "one line holds every rank's word");
 
 /// Bytes of message one block serves: a call launches one block per this many bytes of a chunk,
@@ -58,6 +70,7 @@ struct DeviceState {
   uint32_t start_epoch[sched::kMaxBlocks];  ///< per block: last start-slot epoch published
   uint32_t end_epoch;                       ///< calls completed (rank-level done flag value)
   uint32_t done_count;                      ///< blocks of the running call that finished
+  uint32_t reported;                        ///< non-zero once a block claimed the status words
 };
 
 /// Status words in mapped host memory: [0] result code (symmarTimeout or symmarPeerFailure),
@@ -94,10 +107,13 @@ constexpr uint64_t kStagedInput = sched::kStagedInput;
 
 /// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
 /// combinations (other dtypes, f32 min/max on multimem).
-/// What the co-scheduling probe kernel (one block) is given: it runs `rounds` barrier rounds with
-/// every peer through the probe words of the pads; the first round may wait up to first_ns (launch
-/// skew), the rest together at most rest_ns. result[0]: 1 when every round met in time;
-/// result[1]: nanoseconds the rounds after the first took.
+/// What the probe kernels (one block each) are given. Co-scheduling probe: `rounds` barrier rounds
+/// with every peer through the probe words of the pads; the first round may wait up to first_ns
+/// (launch skew), the rest together at most rest_ns; result[0]: 1 when every round met in time,
+/// result[1]: nanoseconds the rounds after the first took. Peer-access probe: patterns derived from
+/// seed stored into and loaded from every peer's staging; result[0]: 1 when every peer checked out,
+/// result[1]: nanoseconds of the checks, result[2 + p]: peer p's outcome (0, wrong words,
+/// kP2pTimedOut or kP2pTooSlow).
 struct ProbeArgs {
   int rank;
   int world;
@@ -106,9 +122,13 @@ struct ProbeArgs {
   int rounds;
   long long first_ns;
   long long rest_ns;
-  long long* result;
+  uint32_t seed;
+  size_t staging_off;
+  long long* result;  ///< 2 + kMaxRanks words
 };
+constexpr int kProbeResultWords = 2 + kMaxRanks;
 const void* coScheduleProbeKernel();
+const void* peerAccessProbeKernel();
 
 const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);

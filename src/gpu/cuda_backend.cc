@@ -145,51 +145,6 @@ void CudaBackend::disableSymmetricKernels() {
   topo_.topo.multicast = 0;
 }
 
-/// Several ranks on one GPU spin on each other, which works only when their kernels run at the same
-/// time: too few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) or separate processes without MPS
-/// (time-sliced) would make every barrier wait out its timeout. A one-block probe kernel of every
-/// rank must meet its peers for kProbeRounds rounds within a short bound; if any rank's does not,
-/// no rank launches symmetric kernels and the fallback serves.
-symmarResult_t CudaBackend::probeCoScheduling() {
-  long long* result = nullptr;
-  long long* result_dev = nullptr;
-  cudaStream_t stream = nullptr;
-  auto run = [&]() -> cudaError_t {
-    cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&result), 2 * sizeof(long long), cudaHostAllocMapped);
-    if (e != cudaSuccess) return e;
-    result[0] = result[1] = 0;
-    if ((e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&result_dev), result, 0)) != cudaSuccess) return e;
-    if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
-    ProbeArgs p = makeProbeArgs(launchContext(), result_dev);
-    void* params[] = {&p};
-    if ((e = cudaLaunchKernel(coScheduleProbeKernel(), dim3(1), dim3(kThreads), params, 0, stream)) != cudaSuccess) {
-      return e;
-    }
-    return cudaStreamSynchronize(stream);
-  };
-  const cudaError_t err = run();
-  const bool met = err == cudaSuccess && result[0] == 1;
-  if (err != cudaSuccess) {
-    SYMMAR_WARN(kSubsysGpu, "co-scheduling probe failed to run: %s", cudaGetErrorString(err));
-    cudaGetLastError();
-  } else {
-    SYMMAR_INFO(kSubsysGpu, "co-scheduling probe: %d rounds with the ranks sharing GPUs %s (%lld us after the "
-                "first)", kProbeRounds, met ? "met" : "did not meet", result[1] / 1000);
-  }
-  if (stream) cudaStreamDestroy(stream);
-  if (result) cudaFreeHost(result);
-  int bad = -1;
-  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, met, &bad));
-  if (bad >= 0) {
-    SYMMAR_WARN(kSubsysGpu, "the kernels of ranks sharing a GPU do not run at the same time (rank %d's probe did not "
-                "meet its peers): the symmetric kernels are off for this comm and the fallback serves every call. "
-                "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, run the processes under MPS, or use "
-                "one GPU per rank (docs/integration.md)", bad);
-    disableSymmetricKernels();
-  }
-  return symmarSuccess;
-}
-
 symmarResult_t CudaBackend::init(BackendFacts* facts) {
   const char* why = "";
   if (!driverApi(&why)) return fail(symmarCudaError, "the CUDA backend cannot start: %s", why);
@@ -227,6 +182,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
   if (have_heap_ && topo_.peer_access && topo_.devices_repeat) SYMMAR_CHECK(probeCoScheduling());
+  if (have_heap_ && topo_.peer_access && topo_.topo.link == symmarLinkPcie) SYMMAR_CHECK(probePeerAccess());
   facts->topo = topo_.topo;
   facts->staging_bytes = layout_.staging_bytes;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",

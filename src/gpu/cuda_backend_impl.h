@@ -37,8 +37,13 @@ class CudaBackend : public Backend {
   symmarResult_t resolveSettings();
   symmarResult_t initBlocks();
   symmarResult_t initDeviceState();
-  /// Collective: checks that the kernels of ranks sharing a GPU run concurrently (see the .cc).
+  // Start-up probes (startup_probes.cc), collective; a failure turns the symmetric kernels off.
+  /// The kernels of ranks sharing a GPU must run concurrently.
   symmarResult_t probeCoScheduling();
+  /// Peer access over PCIe must deliver what it claims (SYMMAR_P2P=probe|trust|off).
+  symmarResult_t probePeerAccess();
+  /// Runs one probe kernel on a stream of its own and waits; out gets its kProbeResultWords words.
+  cudaError_t runProbe(const void* kernel, ProbeArgs args, long long* out);
   /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
   void disableSymmetricKernels();
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).

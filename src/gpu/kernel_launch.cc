@@ -102,6 +102,7 @@ ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result) {
   // The first round waits out the launch skew of processes that left one bootstrap barrier together.
   p.first_ns = std::min<long long>(ctx.timeout_ns, 2000000000ll);
   p.rest_ns = kProbeRestNs;
+  p.staging_off = ctx.layout.staging_off;
   p.result = result;
   return p;
 }

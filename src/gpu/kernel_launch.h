@@ -63,8 +63,13 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 /// time-sliced ones need a context switch a round, far more than 2 ms for 63 of them.
 constexpr int kProbeRounds = 64;
 constexpr long long kProbeRestNs = 2000000;
-/// The probe kernel's arguments; result points at two long longs the kernel fills (ProbeArgs).
+/// The probe kernels' arguments; result points at kProbeResultWords long longs the kernel fills
+/// (ProbeArgs). The peer-access probe also needs seed, equal on every rank, and rest_ns, the bound
+/// of its checks (kP2pCheckNs).
 ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result);
+/// Bound of the peer-access probe's checks: 4 KiB loaded across the link and 2 KiB locally take a few
+/// microseconds on a working link; one rerouted through the host or retried takes far longer.
+constexpr long long kP2pCheckNs = 2000000;
 /// The kernel serving (algo, dtype, op), or nullptr (no such kernel, or multimem without multicast).
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast);
 

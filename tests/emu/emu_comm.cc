@@ -100,5 +100,22 @@ std::vector<std::array<long long, 2>> EmuComm::probe(const std::vector<int>& lau
   return results;
 }
 
+std::vector<std::array<long long, gpu::kProbeResultWords>> EmuComm::peerAccessProbe(uint32_t seed, int lying_from,
+                                                                                    int lying_to) {
+  std::vector<std::array<long long, gpu::kProbeResultWords>> results(static_cast<size_t>(o_.world));
+  std::vector<char> scratch(layout_.total, 0);
+  std::vector<gpu::ProbeArgs> args;
+  for (int r = 0; r < o_.world; ++r) {
+    args.push_back(gpu::makeProbeArgs(context(r), results[static_cast<size_t>(r)].data()));
+    args.back().seed = seed;
+    args.back().rest_ns = args.back().first_ns;  // emulated threads are far slower than a GPU's
+    if (r == lying_from) args.back().base[lying_to] = scratch.data();
+  }
+  std::vector<Launch> launches;
+  for (const gpu::ProbeArgs& p : args) launches.push_back(Launch{gpu::peerAccessProbeKernel(), 1, {}, &p});
+  runConcurrently(launches);
+  return results;
+}
+
 }  // namespace emu
 }  // namespace symmar

@@ -55,6 +55,11 @@ class EmuComm {
   /// Runs the co-scheduling probe kernel on the ranks in `launching` (all when empty), all at once
   /// or (sequential) one rank after another; returns each launched rank's two result words.
   std::vector<std::array<long long, 2>> probe(const std::vector<int>& launching, bool sequential);
+  /// Runs the peer-access probe on every rank at once and returns each rank's result words. With
+  /// lying_from >= 0, rank lying_from's mapping of rank lying_to is a scratch buffer: its stores
+  /// there vanish and its loads read zeros, as over a link the IOMMU or ACS breaks.
+  std::vector<std::array<long long, gpu::kProbeResultWords>> peerAccessProbe(uint32_t seed, int lying_from = -1,
+                                                                             int lying_to = -1);
   /// Rank r's status words: [0] result code, [1] peer, [2] block.
   const int* status(int r) const { return status_[static_cast<size_t>(r)].words; }
   gpu::DeviceState& state(int r) { return *states_[static_cast<size_t>(r)]; }

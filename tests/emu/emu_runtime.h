@@ -129,6 +129,10 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_acq_rel);
 }
+inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
+  std::atomic_ref<unsigned>(*p).compare_exchange_strong(compare, value, std::memory_order_acq_rel);
+  return compare;  // the old value, as CUDA's atomicCAS returns it
+}
 [[noreturn]] inline void __trap() { std::abort(); }
 inline float __uint_as_float(uint32_t b) {
   float f;

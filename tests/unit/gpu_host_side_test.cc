@@ -2,14 +2,17 @@
 // ranks' records, heap layout bookkeeping, and the error paths on a machine without a driver.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/schedule.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/kernel_launch.h"
 #include "gpu/nvml.h"
+#include "gpu/peer_probe.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"
 #include "symmar/symmar.h"
@@ -142,7 +145,8 @@ TEST(GpuPad, EveryRanksFlagsOnLinesOfTheirOwn) {
   EXPECT_EQ(padFailedOffset(0), 131072u);
   EXPECT_EQ(padFailedOffset(7), 131072u + 28u);
   EXPECT_EQ(padProbeOffset(0), 131200u);
-  EXPECT_EQ(kPadBytes, 131328u);
+  EXPECT_EQ(padP2pOffset(0), 131328u);
+  EXPECT_EQ(kPadBytes, 131456u);
   std::set<size_t> lines;
   for (int from = 0; from < kMaxRanks; ++from) {
     for (int b = 0; b < sched::kMaxBlocks; ++b) {
@@ -154,7 +158,8 @@ TEST(GpuPad, EveryRanksFlagsOnLinesOfTheirOwn) {
       }
     }
   }
-  EXPECT_LE(padProbeOffset(kMaxRanks - 1) + 4, kPadBytes);
+  EXPECT_LE(padP2pOffset(kMaxRanks - 1) + 4, kPadBytes);
+  EXPECT_LE((1 + kMaxRanks) * kP2pProbeBytes, size_t(64) << 10) << "the probe regions fit the smallest staging";
 }
 
 TEST(GpuPad, InitialPadHasEveryFlagAtTheStartEpochAndNoFailure) {
@@ -209,4 +214,41 @@ TEST(GpuTopology, PeersInvisibleToCudaAreFoundThroughNvml) {
 // Without NVML (this machine has no driver) the lookup answers "not seen" instead of failing.
 TEST(GpuTopology, NvmlMissingAnswersNotSeen) {
   EXPECT_EQ(nvmlLinkBetween("0000:1b:00.0", "0000:1c:00.0"), kLinkNotSeen);
+}
+
+// The peer-access verdict from every rank's per-peer outcomes (injected): the first broken pair in
+// rank order, described with the usual causes and the NCCL setting.
+TEST(GpuPeerProbe, FirstBrokenPairAndItsDescription) {
+  std::vector<P2pRow> rows(3, P2pRow{});
+  EXPECT_EQ(firstBrokenPair(rows).rank, -1) << "all zero: every pair checked out";
+  rows[2][0] = kP2pTimedOut;
+  rows[1][2] = 512;
+  const BrokenPair b = firstBrokenPair(rows);
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(b.peer, 2);
+  EXPECT_EQ(b.outcome, 512);
+  const std::string text = describeBrokenPair(b);
+  EXPECT_NE(text.find("ranks 1 and 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("512 wrong"), std::string::npos) << text;
+  EXPECT_NE(text.find("IOMMU"), std::string::npos) << text;
+  EXPECT_NE(text.find("NCCL_P2P_DISABLE=1"), std::string::npos) << text;
+  rows[1][2] = 0;
+  EXPECT_NE(describeBrokenPair(firstBrokenPair(rows)).find("never arrived"), std::string::npos);
+  rows[2][0] = kP2pTooSlow;
+  EXPECT_NE(describeBrokenPair(firstBrokenPair(rows)).find("took more than 2 ms"), std::string::npos);
+  rows[0][0] = 99;  // a rank's own column is never a pair
+  rows[2][0] = 0;
+  EXPECT_EQ(firstBrokenPair(rows).rank, -1);
+}
+
+TEST(GpuPeerProbe, ModeFromTheEnvironment) {
+  unsetenv("SYMMAR_P2P");
+  EXPECT_EQ(p2pModeFromEnv(), kP2pProbe) << "the default";
+  setenv("SYMMAR_P2P", "trust", 1);
+  EXPECT_EQ(p2pModeFromEnv(), kP2pTrust);
+  setenv("SYMMAR_P2P", "off", 1);
+  EXPECT_EQ(p2pModeFromEnv(), kP2pOff);
+  setenv("SYMMAR_P2P", "sometimes", 1);
+  EXPECT_EQ(p2pModeFromEnv(), kP2pProbe) << "unknown text probes";
+  unsetenv("SYMMAR_P2P");
 }

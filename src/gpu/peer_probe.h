@@ -1,0 +1,37 @@
+// The host-side decisions of the peer-access probe (cuda/probe.cu): which mode SYMMAR_P2P asks for,
+// and which pair of ranks, if any, the probe found broken. Pure, so they are unit-tested with
+// injected results.
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "cuda/kernel_args.h"
+
+namespace symmar {
+namespace gpu {
+
+/// SYMMAR_P2P: probe (default) checks peer access over PCIe at comm creation, trust skips the
+/// check, off never uses peer access (the symmetric kernels are off). Ranks use the most careful
+/// mode any of them asks for: off over probe over trust.
+enum P2pMode : int { kP2pTrust = 0, kP2pProbe = 1, kP2pOff = 2 };
+/// This process's SYMMAR_P2P (unknown text: probe, with a WARN).
+P2pMode p2pModeFromEnv();
+const char* p2pModeName(P2pMode m);
+
+/// One rank's per-peer outcomes (result words 2.. of the probe: 0, wrong words, kP2pTimedOut or
+/// kP2pTooSlow).
+using P2pRow = std::array<long long, kMaxRanks>;
+
+struct BrokenPair {
+  int rank = -1;  ///< the rank that checked; -1 when every pair checked out
+  int peer = -1;
+  long long outcome = 0;
+};
+/// The first (rank, peer) pair, in rank then peer order, whose check did not come out 0.
+BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows);
+/// One line for the log: the pair, what went wrong, the usual causes and what to set for NCCL.
+std::string describeBrokenPair(const BrokenPair& b);
+
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,109 @@
+// The CUDA backend's start-up probes (kernels in cuda/probe.cu): run once at comm creation, their
+// verdict agreed by every rank, a failure turning the symmetric kernels off for the comm.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/cuda_backend_impl.h"
+#include "gpu/peer_probe.h"
+
+namespace symmar {
+namespace gpu {
+
+cudaError_t CudaBackend::runProbe(const void* kernel, ProbeArgs args, long long* out) {
+  long long* result = nullptr;
+  long long* result_dev = nullptr;
+  cudaStream_t stream = nullptr;
+  auto run = [&]() -> cudaError_t {
+    cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&result), kProbeResultWords * sizeof(long long),
+                                  cudaHostAllocMapped);
+    if (e != cudaSuccess) return e;
+    std::memset(result, 0, kProbeResultWords * sizeof(long long));
+    if ((e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&result_dev), result, 0)) != cudaSuccess) return e;
+    if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
+    args.result = result_dev;
+    void* params[] = {&args};
+    if ((e = cudaLaunchKernel(kernel, dim3(1), dim3(kThreads), params, 0, stream)) != cudaSuccess) return e;
+    return cudaStreamSynchronize(stream);
+  };
+  const cudaError_t err = run();
+  if (err == cudaSuccess) std::memcpy(out, result, kProbeResultWords * sizeof(long long));
+  if (err != cudaSuccess) cudaGetLastError();
+  if (stream) cudaStreamDestroy(stream);
+  if (result) cudaFreeHost(result);
+  return err;
+}
+
+/// Several ranks on one GPU spin on each other, which works only when their kernels run at the same
+/// time: too few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) or separate processes without MPS
+/// (time-sliced) would make every barrier wait out its timeout. A one-block probe kernel of every
+/// rank must meet its peers for kProbeRounds rounds within a short bound; if any rank's does not,
+/// no rank launches symmetric kernels and the fallback serves.
+symmarResult_t CudaBackend::probeCoScheduling() {
+  long long result[kProbeResultWords] = {};
+  const cudaError_t err = runProbe(coScheduleProbeKernel(), makeProbeArgs(launchContext(), nullptr), result);
+  const bool met = err == cudaSuccess && result[0] == 1;
+  if (err != cudaSuccess) {
+    SYMMAR_WARN(kSubsysGpu, "co-scheduling probe failed to run: %s", cudaGetErrorString(err));
+  } else {
+    SYMMAR_INFO(kSubsysGpu, "co-scheduling probe: %d rounds with the ranks sharing GPUs %s (%lld us after the "
+                "first)", kProbeRounds, met ? "met" : "did not meet", result[1] / 1000);
+  }
+  int bad = -1;
+  SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, met, &bad));
+  if (bad >= 0) {
+    SYMMAR_WARN(kSubsysGpu, "the kernels of ranks sharing a GPU do not run at the same time (rank %d's probe did not "
+                "meet its peers): the symmetric kernels are off for this comm and the fallback serves every call. "
+                "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, run the processes under MPS, or use "
+                "one GPU per rank (docs/integration.md)", bad);
+    disableSymmetricKernels();
+  }
+  return symmarSuccess;
+}
+
+/// PCIe peer access can be claimed by the driver and still fail: an IOMMU or ACS that drops or
+/// reroutes peer traffic makes NCCL hang and would make the symmetric kernels hang or read garbage.
+/// Every rank stores a pattern into each peer's staging and loads each peer's pattern, and the ranks
+/// agree on the outcome before any kernel relies on the link.
+symmarResult_t CudaBackend::probePeerAccess() {
+  std::vector<int32_t> modes;
+  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, p2pModeFromEnv(), &modes));
+  int32_t mode = kP2pTrust;
+  for (int32_t m : modes) mode = m > mode ? m : mode;
+  if (mode == kP2pOff) {
+    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: peer access unused, the fallback serves every call");
+    disableSymmetricKernels();
+    return symmarSuccess;
+  }
+  if (mode == kP2pTrust) {
+    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
+    return symmarSuccess;
+  }
+  // One seed for every rank: patterns left in recycled memory by an earlier probe cannot pass.
+  std::vector<uint32_t> seeds;
+  SYMMAR_CHECK(gatherAll<uint32_t>(*ctx_.bootstrap, std::random_device{}(), &seeds));
+  ProbeArgs args = makeProbeArgs(launchContext(), nullptr);
+  args.seed = seeds[0];
+  args.rest_ns = kP2pCheckNs;
+  long long result[kProbeResultWords] = {};
+  const cudaError_t err = runProbe(peerAccessProbeKernel(), args, result);
+  P2pRow row{};
+  for (int p = 0; p < kMaxRanks; ++p) row[static_cast<size_t>(p)] = err == cudaSuccess ? result[2 + p] : kP2pTimedOut;
+  if (err != cudaSuccess) SYMMAR_WARN(kSubsysGpu, "peer-access probe failed to run: %s", cudaGetErrorString(err));
+  std::vector<P2pRow> rows;
+  SYMMAR_CHECK(gatherAll(*ctx_.bootstrap, row, &rows));
+  const BrokenPair broken = firstBrokenPair(rows);
+  if (broken.rank >= 0) {
+    SYMMAR_WARN(kSubsysGpu, "%s (SYMMAR_P2P=trust skips this check)", describeBrokenPair(broken).c_str());
+    disableSymmetricKernels();
+  } else {
+    SYMMAR_INFO(kSubsysGpu, "peer-access probe: every pair checked out (slowest check %lld us on this rank)",
+                result[1] / 1000);
+  }
+  return symmarSuccess;
+}
+
+}  // namespace gpu
+}  // namespace symmar
