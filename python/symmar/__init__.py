@@ -1,21 +1,27 @@
 """symmar: intra-node allreduce that picks the fastest correct algorithm (ctypes binding).
 
     import symmar
-    uid = symmar.get_unique_id()                       # on one process, shared with all ranks
+    uid = symmar.get_unique_id()                       # in one process, shared with all ranks
     with symmar.Comm(nranks, rank, uid, device="cpu") as comm:
-        y = comm.all_reduce(x)                         # NumPy array (host) or torch tensor (GPU)
+        y = comm.all_reduce(x)                         # NumPy array, torch tensor, any buffer
+        comm.all_reduce_(x, op="max")                  # in place
 
-libsymmar is found through $SYMMAR_LIBRARY, else a libsymmar.so* next to this package, else the
-dynamic loader's search path. See docs/integration.md in the source tree.
+Engines: symmar.torch (Comm.from_process_group), symmar.mpi (Comm.from_mpi). libsymmar is found
+through $SYMMAR_LIBRARY, a copy shipped in this package, the build tree this package was
+installed from, then the loader's paths (docs/python.md).
 """
-from ._core import (ALGOS, DTYPES, LINKS, OPS, Comm, SymmarError, get_unique_id, plan, version)
+from ._args import ALGOS, DTYPES, LINKS, OPS
+from ._core import Comm, get_unique_id, plan, version
+from ._errors import SymmarError
 from ._lib import UNIQUE_ID_BYTES, find_library, library_path
+from ._symmetric import SymmetricBuffer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Comm",
     "SymmarError",
+    "SymmetricBuffer",
     "get_unique_id",
     "plan",
     "version",

@@ -1,190 +1,117 @@
-"""Comm, plan and errors: the Python face of the symmar C ABI (include/symmar/symmar.h)."""
-import ctypes
-import numbers
-import sys
+"""Comm, plan and version: the Python face of the symmar C ABI (include/symmar/symmar.h).
 
+Comm.all_reduce has a fast path for the common call (a dense NumPy array or torch tensor, op by
+name or torch ReduceOp, algo "auto", no dtype override): a few attribute reads and one ctypes
+call. Anything else takes the general path (_buffers.resolve), which checks and explains.
+"""
+import ctypes
+import weakref
+
+from . import _buffers
 from . import _lib as L
+from ._args import (ALGOS, AVG, DTYPES, LINK_NAMES, LINKS, OP_CONVERTERS, OPS, config, dtype_name, int_arg,
+                    library_op, name_arg, op_arg)
+from ._errors import SymmarError, check, closed_error, result_name
+from ._symmetric import Owner, SymmetricBuffer
 
 try:
     import numpy as _np
-except ImportError:  # pragma: no cover - numpy is a dependency, torch users may still get by
+except ImportError:  # pragma: no cover - numpy is a dependency
     _np = None
 
-RESULT_NAMES = (
-    "symmarSuccess",
-    "symmarInvalidArgument",
-    "symmarInvalidUsage",
-    "symmarUnsupported",
-    "symmarSystemError",
-    "symmarCudaError",
-    "symmarNcclError",
-    "symmarTimeout",
-    "symmarPeerFailure",
-    "symmarOutOfMemory",
-    "symmarInternalError",
-)
-_INVALID_USAGE = 2
-
-DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "int32": 3, "float64": 4}
-_DTYPE_ALIASES = {
-    "fp32": "float32", "float": "float32",
-    "fp16": "float16", "half": "float16",
-    "bf16": "bfloat16",
-    "int": "int32",
-    "fp64": "float64", "double": "float64",
-}
-OPS = {"sum": 0, "max": 1, "min": 2}
-ALGOS = {"auto": 0, "oneshot": 1, "twoshot": 2, "multimem": 3, "nccl": 4, "mpi": 5}
-LINKS = {"unknown": 0, "nvswitch": 1, "nvlink": 2, "pcie": 3, "host": 4}
-_LINK_NAMES = {v: k for k, v in LINKS.items()}
+# ---- fast-path tables, filled once ----
+_addressof = ctypes.addressof
+_from_buffer = ctypes.c_char.from_buffer  # needs a writable, C-contiguous buffer: both checks at once
+_ndarray = _np.ndarray if _np is not None else None
+_np_empty = _np.empty if _np is not None else None
+_NP_CODES = {_np.dtype(n): DTYPES[n] for n in ("float32", "float16", "int32", "float64")} if _np is not None else {}
+_STR_OPS = {"sum": 0, "max": 1, "min": 2}
+_AR = None  # symmarAllReduce, bound once the library is loaded
+_torch = None  # set by enable_torch() once torch is in use
+_Tensor = None
+_RedOpType = None
+_TORCH_CODES = {}
+_TORCH_OPS = {}
+_raw_stream = None
 
 
-class SymmarError(RuntimeError):
-    """A call into libsymmar failed. .code is the symmarResult_t, .name its name
-    ("symmarTimeout", ...), and the message is the library's last-error text."""
-
-    def __init__(self, code, message=""):
-        self.code = int(code)
-        self.name = _result_name(self.code)
-        super().__init__(message or self.name)
+def _bind():
+    global _AR
+    if _AR is None:
+        _AR = L.lib().symmarAllReduce
+    return _AR
 
 
-def _result_name(code):
-    if 0 <= code < len(RESULT_NAMES):
-        return RESULT_NAMES[code]
-    try:
-        return L.lib().symmarGetErrorString(code).decode()
-    except Exception:  # pragma: no cover
-        return "unknown result"
-
-
-def _check(res, handle=None):
-    if res == 0:
+def enable_torch(torch):
+    """Fills the torch fast-path tables (called on the first tensor, and by symmar.torch)."""
+    global _torch, _Tensor, _RedOpType, _raw_stream
+    if _torch is not None:
         return
-    lib = L.lib()
-    text = lib.symmarGetLastError(None) or b""  # the calling thread's last failure
-    if not text and handle:
-        text = lib.symmarGetLastError(handle) or b""
-    raise SymmarError(res, text.decode(errors="replace"))
+    _TORCH_CODES.update({torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.float64: 4})
+    get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # skips building a Stream object
+    _raw_stream = get_raw if get_raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    try:
+        import torch.distributed as dist
+        red = dist.ReduceOp
+        # ReduceOp.SUM etc. are RedOpType members; a ReduceOp instance compares equal to them.
+        table = {red.SUM: 0, red.MAX: 1, red.MIN: 2, red.AVG: AVG}
+        _TORCH_OPS.update({k: v for k, v in table.items() if v != AVG})
+        _RedOpType = type(red.SUM)
 
+        def convert(op):
+            for k, v in table.items():
+                if op == k:
+                    return v
+            return None
 
-# ---- argument conversion ----
-
-def _int_arg(value, what, minimum=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
-    value = int(value)
-    if minimum is not None and value < minimum:
-        raise ValueError("%s must be >= %d, got %d" % (what, minimum, value))
-    return value
-
-
-def _opt_int_arg(value, what, minimum):
-    return 0 if value is None else _int_arg(value, what, minimum)
-
-
-def _name_arg(value, table, what):
-    if not isinstance(value, str):
-        raise TypeError("%s must be a str (one of %s), not %s" % (what, ", ".join(table), type(value).__name__))
-    key = value.lower()
-    if key not in table:
-        raise ValueError("unknown %s %r (expected one of %s)" % (what, value, ", ".join(table)))
-    return table[key]
-
-
-def _dtype_name(dtype):
-    """A dtype argument (str, numpy dtype or torch dtype) -> one of DTYPES' keys."""
-    if isinstance(dtype, str):
-        name = dtype.lower()
-    else:
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(dtype, torch.dtype):
-            name = str(dtype).replace("torch.", "")
-        elif _np is not None and (isinstance(dtype, _np.dtype) or (isinstance(dtype, type) and issubclass(dtype, _np.generic))):
-            name = _np.dtype(dtype).name
-        else:
-            raise TypeError("dtype must be a str such as 'bfloat16', not %s" % type(dtype).__name__)
-    name = _DTYPE_ALIASES.get(name, name)
-    if name not in DTYPES:
-        raise ValueError("unsupported dtype %r (expected one of %s)" % (dtype, ", ".join(DTYPES)))
-    return name
-
-
-def _device_arg(device):
-    if isinstance(device, str):
-        d = device.lower()
-        if d == "cpu":
-            return L.DEVICE_CPU
-        if d == "auto":
-            return L.DEVICE_AUTO
-        if d.startswith("cuda:") and d[5:].isdigit():
-            return int(d[5:])
-        raise ValueError("device must be 'cpu', 'auto', 'cuda:N' or a CUDA ordinal, got %r" % device)
-    if isinstance(device, bool) or not isinstance(device, numbers.Integral):
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(device, torch.device):
-            return L.DEVICE_CPU if device.type == "cpu" else (device.index if device.index is not None else L.DEVICE_AUTO)
-        raise TypeError("device must be 'cpu', 'auto' or an int, not %s" % type(device).__name__)
-    device = int(device)
-    if device < 0:
-        raise ValueError("a CUDA ordinal must be >= 0, got %d (use 'cpu' or 'auto')" % device)
-    return device
-
-
-def _config(device, timeout_ms, staging_bytes, table_file):
-    cfg = L.Config()
-    cfg.size = ctypes.sizeof(L.Config)
-    cfg.device = _device_arg(device)
-    cfg.timeout_ms = _opt_int_arg(timeout_ms, "timeout_ms", 1)
-    cfg.staging_bytes = _opt_int_arg(staging_bytes, "staging_bytes", 0)
-    if table_file is not None:
-        if not isinstance(table_file, (str, bytes)):
-            raise TypeError("table_file must be a str path")
-        cfg.table_file = table_file.encode() if isinstance(table_file, str) else table_file
-    return cfg
-
-
-def _algo_name(value):
-    return L.lib().symmarAlgoName(value).decode()
+        OP_CONVERTERS[_RedOpType] = convert
+        OP_CONVERTERS[red] = convert
+    except (ImportError, AttributeError):  # torch built without distributed
+        pass
+    _Tensor = torch.Tensor
+    _torch = torch
 
 
 # ---- module functions ----
 
 def get_unique_id():
-    """A fresh rendezvous id (bytes, 128 long). Make it on one process (rank 0's, or a parent that
-    forks the ranks) and hand it to every rank's Comm; each id serves one comm."""
+    """A fresh rendezvous id (bytes, 128 long). Make it in any one process (a rank's, or a launcher
+    parent such as torch.multiprocessing.spawn's) and hand it to every rank; one id per comm."""
     uid = L.UniqueId()
-    _check(L.lib().symmarGetUniqueId(ctypes.byref(uid)))
+    check(L.lib().symmarGetUniqueId(ctypes.byref(uid)))
     return ctypes.string_at(ctypes.addressof(uid), L.UNIQUE_ID_BYTES)
 
 
 def version():
     """The loaded library's version as (major, minor, patch)."""
     v = ctypes.c_int()
-    _check(L.lib().symmarGetVersion(ctypes.byref(v)))
+    check(L.lib().symmarGetVersion(ctypes.byref(v)))
     return (v.value // 10000, v.value // 100 % 100, v.value % 100)
+
+
+def _algo_name(value):
+    return L.lib().symmarAlgoName(value).decode()
 
 
 def plan(cc=(12, 0), link="pcie", world=4, multicast=False, count=7168, dtype="bfloat16", op="sum"):
     """The pure planner (symmarPlan): the algorithm name symmarAlgoAuto would run for this request
-    on the described machine, e.g. plan(cc=(9, 0), link="nvswitch", world=8, multicast=True)."""
+    on the described machine, assuming its usual fallback (NCCL on a GPU, MPI on host memory);
+    Comm.plan answers for a real comm, which may lack the fallback."""
     if not isinstance(cc, (tuple, list)) or len(cc) != 2:
         raise TypeError("cc must be a (major, minor) tuple")
     topo = L.Topology()
-    topo.cc_major = _int_arg(cc[0], "cc major", 0)
-    topo.cc_minor = _int_arg(cc[1], "cc minor", 0)
-    topo.link = _name_arg(link, LINKS, "link")
-    topo.world_size = _int_arg(world, "world", 1)
-    if not isinstance(multicast, (bool, numbers.Integral)):
+    topo.cc_major = int_arg(cc[0], "cc major", 0)
+    topo.cc_minor = int_arg(cc[1], "cc minor", 0)
+    topo.link = name_arg(link, LINKS, "link")
+    topo.world_size = int_arg(world, "world", 1)
+    if not isinstance(multicast, (bool, int)):
         raise TypeError("multicast must be a bool")
     topo.multicast = 1 if multicast else 0
     algo = ctypes.c_int()
-    _check(L.lib().symmarPlan(ctypes.byref(topo), _int_arg(count, "count", 0), DTYPES[_dtype_name(dtype)],
-                              _name_arg(op, OPS, "op"), ctypes.byref(algo)))
+    check(L.lib().symmarPlan(ctypes.byref(topo), int_arg(count, "count", 0), DTYPES[dtype_name(dtype)],
+                             library_op(op), ctypes.byref(algo)))
     return _algo_name(algo.value)
 
-
-# ---- Comm ----
 
 class _AllGather:
     """Adapts a Python allgather(bytes) -> list[bytes] to symmarAllGatherFn. Kept alive (with its
@@ -212,84 +139,124 @@ class _AllGather:
             return 1
 
 
+def _raise_gather_failure(res, gather):
+    """A failed creation through an allgather: the callback's exception is the cause; a callback
+    that gave up on its own deadline (TimeoutError) makes it a symmarTimeout."""
+    try:
+        check(res)
+    except SymmarError as e:
+        err = gather.error if gather is not None else None
+        if isinstance(err, TimeoutError):
+            raise SymmarError(7, "bootstrap: %s" % err) from err
+        if err is not None:
+            raise e from err
+        raise
+
+
 class Comm:
     """A symmar communicator: one rank of an intra-node allreduce group.
 
     Comm(nranks, rank, uid, device="auto") joins the group named by uid (from get_unique_id);
     every rank must construct it concurrently. device: "cpu" (host backend), "auto" (the current
-    CUDA device, else the host backend) or a CUDA ordinal.
+    CUDA device, else the host backend) or a CUDA ordinal. Other constructors: from_allgather,
+    init_all, from_process_group (torch), from_mpi (mpi4py).
     """
 
     def __init__(self, nranks, rank, uid, device="auto", timeout_ms=None, staging_bytes=None, table_file=None):
-        nranks = _int_arg(nranks, "nranks", 1)
-        rank = _int_arg(rank, "rank", 0)
+        nranks = int_arg(nranks, "nranks", 1)
+        rank = int_arg(rank, "rank", 0)
         if not isinstance(uid, (bytes, bytearray, memoryview)):
             raise TypeError("uid must be bytes from symmar.get_unique_id(), not %s" % type(uid).__name__)
         uid = bytes(uid)
         if len(uid) != L.UNIQUE_ID_BYTES:
             raise ValueError("uid must be %d bytes, got %d" % (L.UNIQUE_ID_BYTES, len(uid)))
-        cfg = _config(device, timeout_ms, staging_bytes, table_file)
+        cfg = config(device, timeout_ms, staging_bytes, table_file)
         cid = L.UniqueId()
         ctypes.memmove(ctypes.addressof(cid), uid, L.UNIQUE_ID_BYTES)
         handle = ctypes.c_void_p()
-        _check(L.lib().symmarCommInitRank(ctypes.byref(handle), nranks, cid, rank, ctypes.byref(cfg)))
-        self._adopt(handle.value, keepalive=None)
+        check(L.lib().symmarCommInitRank(ctypes.byref(handle), nranks, cid, rank, ctypes.byref(cfg)))
+        self._adopt(handle.value, None, cfg.device)
 
     @classmethod
-    def _wrap(cls, handle, keepalive=None):
+    def _wrap(cls, handle, keepalive=None, device=L.DEVICE_AUTO):
         self = cls.__new__(cls)
-        self._adopt(handle, keepalive)
+        self._adopt(handle, keepalive, device)
         return self
 
-    def _adopt(self, handle, keepalive):
+    def _adopt(self, handle, keepalive, device):
+        self._owner = Owner(handle, keepalive)
         self._handle = handle
-        self._keepalive = keepalive
+        self._buffers = weakref.WeakSet()
+        _bind()
         r, n = ctypes.c_int(), ctypes.c_int()
         lib = L.lib()
-        _check(lib.symmarCommRank(handle, ctypes.byref(r)), handle)
-        _check(lib.symmarCommCount(handle, ctypes.byref(n)), handle)
+        check(lib.symmarCommRank(handle, ctypes.byref(r)), handle)
+        check(lib.symmarCommCount(handle, ctypes.byref(n)), handle)
         self._rank, self._nranks = r.value, n.value
         self._host = self.topology["link"] == "host"
+        self._device = -1
+        if not self._host:
+            # The GPU comm's device: the ordinal asked for, else (auto) the current CUDA device.
+            if device >= 0:
+                self._device = device
+            else:
+                import torch
+                self._device = torch.cuda.current_device()
 
     @classmethod
     def from_allgather(cls, nranks, rank, allgather, device="auto", timeout_ms=None, staging_bytes=None,
                        table_file=None):
         """Creates the comm through the engine's own allgather: allgather(bytes) must return a list of
-        nranks bytes objects (rank order), e.g. built on torch.distributed.all_gather_object. It is
-        kept and may be called again (collectively) for as long as the comm lives."""
-        nranks = _int_arg(nranks, "nranks", 1)
-        rank = _int_arg(rank, "rank", 0)
+        nranks bytes objects (rank order). It is kept and called again (collectively) by mem_alloc and
+        SymmetricBuffer.free for as long as the comm lives. The library waits for it without a bound
+        (timeout_ms bounds symmar's own waits): a callback that can block must bound itself and raise
+        TimeoutError (reported as symmarTimeout). from_process_group and from_mpi do that."""
+        nranks = int_arg(nranks, "nranks", 1)
+        rank = int_arg(rank, "rank", 0)
         if not callable(allgather):
             raise TypeError("allgather must be callable: allgather(bytes) -> list of bytes")
-        cfg = _config(device, timeout_ms, staging_bytes, table_file)
-        gather = _AllGather(allgather, nranks)
+        cfg = config(device, timeout_ms, staging_bytes, table_file)
+        return cls._from_c_allgather(nranks, rank, _AllGather(allgather, nranks), cfg)
+
+    @classmethod
+    def _from_c_allgather(cls, nranks, rank, gather, cfg):
+        """gather: an object with .c_fn (a symmarAllGatherFn) and .error (the exception it caught)."""
         handle = ctypes.c_void_p()
         res = L.lib().symmarCommInitExternal(ctypes.byref(handle), nranks, rank, gather.c_fn, None, ctypes.byref(cfg))
-        if res != 0 and gather.error is not None:
-            try:
-                _check(res)
-            except SymmarError as e:
-                raise e from gather.error
-        _check(res)
-        return cls._wrap(handle.value, keepalive=gather)
+        if res != 0:
+            _raise_gather_failure(res, gather)
+        return cls._wrap(handle.value, gather, cfg.device)
+
+    @classmethod
+    def from_process_group(cls, group=None, device=None, **kwargs):
+        """torch.distributed: see symmar.torch.from_process_group."""
+        from . import torch as symmar_torch
+        return symmar_torch.from_process_group(group, device, **kwargs)
+
+    @classmethod
+    def from_mpi(cls, mpi_comm=None, **kwargs):
+        """mpi4py: see symmar.mpi.from_mpi."""
+        from . import mpi as symmar_mpi
+        return symmar_mpi.from_mpi(mpi_comm, **kwargs)
 
     @classmethod
     def init_all(cls, nranks, devices=None, timeout_ms=None, staging_bytes=None, table_file=None):
         """nranks comms in this process (symmarCommInitAll). devices: None (config default, "auto"),
         or one entry per rank ("cpu", "auto" or an ordinal; may repeat). On the host backend each
         comm's collectives must then be called from its own thread, concurrently."""
-        nranks = _int_arg(nranks, "nranks", 1)
-        cfg = _config("auto", timeout_ms, staging_bytes, table_file)
+        nranks = int_arg(nranks, "nranks", 1)
+        from ._args import device_arg
+        cfg = config("auto", timeout_ms, staging_bytes, table_file)
         devs = None
         if devices is not None:
             if isinstance(devices, (str, bytes)) or not hasattr(devices, "__len__"):
                 raise TypeError("devices must be a list with one device per rank")
             if len(devices) != nranks:
                 raise ValueError("devices has %d entries for %d ranks" % (len(devices), nranks))
-            devs = (ctypes.c_int * nranks)(*[_device_arg(d) for d in devices])
+            devs = (ctypes.c_int * nranks)(*[device_arg(d) for d in devices])
         handles = (ctypes.c_void_p * nranks)()
-        _check(L.lib().symmarCommInitAll(handles, nranks, devs, ctypes.byref(cfg)))
-        return [cls._wrap(h) for h in handles]
+        check(L.lib().symmarCommInitAll(handles, nranks, devs, ctypes.byref(cfg)))
+        return [cls._wrap(h, None, devs[i] if devs is not None else L.DEVICE_AUTO) for i, h in enumerate(handles)]
 
     # -- properties --
 
@@ -312,7 +279,7 @@ class Comm:
 
     def _live(self):
         if not self._handle:
-            raise SymmarError(_INVALID_USAGE, "comm is closed")
+            raise closed_error()
         return self._handle
 
     @property
@@ -320,116 +287,214 @@ class Comm:
         """dict: cc_major, cc_minor, link ("nvswitch"|"nvlink"|"pcie"|"host"|"unknown"), world_size, multicast."""
         handle = self._live()
         t = L.Topology()
-        _check(L.lib().symmarCommTopology(handle, ctypes.byref(t)), handle)
-        return {
-            "cc_major": t.cc_major,
-            "cc_minor": t.cc_minor,
-            "link": _LINK_NAMES.get(t.link, "unknown"),
-            "world_size": t.world_size,
-            "multicast": bool(t.multicast),
-        }
+        check(L.lib().symmarCommTopology(handle, ctypes.byref(t)), handle)
+        return {"cc_major": t.cc_major, "cc_minor": t.cc_minor, "link": LINK_NAMES.get(t.link, "unknown"),
+                "world_size": t.world_size, "multicast": bool(t.multicast)}
 
     def describe(self):
-        """One line on the backend, topology and table row in use (symmarCommDescribe)."""
+        """One line on the backend, topology and table row in use (symmarCommDescribe); row entries
+        this comm cannot run (say mpi without an MPI fallback) are marked as such."""
         handle = self._live()
         buf = ctypes.create_string_buffer(1024)
-        _check(L.lib().symmarCommDescribe(handle, buf, len(buf)), handle)
+        check(L.lib().symmarCommDescribe(handle, buf, len(buf)), handle)
         return buf.value.decode(errors="replace")
 
     def async_error(self):
         """None, or the name of the error that failed the comm asynchronously (symmarCommGetAsyncError)."""
         handle = self._live()
         err = ctypes.c_int()
-        _check(L.lib().symmarCommGetAsyncError(handle, ctypes.byref(err)), handle)
-        return None if err.value == 0 else _result_name(err.value)
+        check(L.lib().symmarCommGetAsyncError(handle, ctypes.byref(err)), handle)
+        return None if err.value == 0 else result_name(err.value)
 
     def adopt_nccl(self, nccl_comm):
         """Uses the engine's ncclComm_t (an int address) as this comm's fallback; not owned."""
         handle = self._live()
-        _check(L.lib().symmarCommAdoptNccl(handle, _int_arg(nccl_comm, "nccl_comm", 1)), handle)
+        check(L.lib().symmarCommAdoptNccl(handle, int_arg(nccl_comm, "nccl_comm", 1)), handle)
 
     def plan(self, count, dtype="bfloat16", op="sum"):
-        """The algorithm name this comm would run for count elements (symmarCommPlan)."""
+        """The algorithm name this comm would run for count elements (symmarCommPlan): its own
+        topology, tables and fallbacks."""
         handle = self._live()
         algo = ctypes.c_int()
-        _check(L.lib().symmarCommPlan(handle, _int_arg(count, "count", 0), DTYPES[_dtype_name(dtype)],
-                                      _name_arg(op, OPS, "op"), ctypes.byref(algo)), handle)
+        check(L.lib().symmarCommPlan(handle, int_arg(count, "count", 0), DTYPES[dtype_name(dtype)],
+                                     library_op(op), ctypes.byref(algo)), handle)
         return _algo_name(algo.value)
+
+    # -- symmetric memory --
+
+    def mem_alloc(self, nbytes):
+        """Collective: nbytes of symmetric memory (same offset on every rank; inputs in it are read
+        by peers without a copy). Returns a SymmetricBuffer; view it with .numpy() or .torch()."""
+        handle = self._live()
+        nbytes = int_arg(nbytes, "nbytes", 1)
+        ptr = ctypes.c_void_p()
+        check(L.lib().symmarMemAlloc(handle, nbytes, ctypes.byref(ptr)), handle)
+        buf = SymmetricBuffer(self, self._owner, ptr.value, nbytes, self._host)
+        self._buffers.add(buf)
+        return buf
 
     # -- the collective --
 
-    def all_reduce(self, x, out=None, op="sum", algo="auto", dtype=None):
+    def all_reduce(self, x, out=None, op="sum", algo="auto", dtype=None, stream=None):
         """Allreduces x across the ranks and returns the result (out, or a new array/tensor).
 
-        x: a C-contiguous NumPy array (host backend) or a contiguous torch tensor (CUDA tensor on a
-        GPU comm, enqueued on torch.cuda.current_stream(); CPU tensor on the host backend).
-        out=x reduces in place. op: "sum"|"max"|"min". algo: "auto"|"oneshot"|"twoshot"|"multimem"|
-        "nccl"|"mpi" (forcing one raises SymmarError symmarUnsupported if it cannot serve).
-        dtype: None (from x), or e.g. "bfloat16" to read a uint16/int16 array as bf16.
+        x: a dense NumPy array, torch tensor, or object with the buffer protocol,
+        __array_interface__, __cuda_array_interface__ or __dlpack__ (host memory on a host comm,
+        the comm's GPU on a GPU comm). out=x reduces in place; out=None allocates a NumPy array
+        (host) or a tensor like x. op: "sum"|"max"|"min"|"avg" or a torch.distributed.ReduceOp
+        (avg = sum, then divide by nranks in the buffer's dtype). algo: "auto" or one algorithm name
+        (SymmarError symmarUnsupported if it cannot serve). dtype: e.g. "bfloat16" to read 2-byte
+        integers as bf16. stream: for device buffers other than torch tensors, a cudaStream_t as
+        int (torch tensors use torch.cuda.current_stream()).
         """
-        opv = _name_arg(op, OPS, "op")
-        algov = _name_arg(algo, ALGOS, "algo")
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(x, torch.Tensor):
-            return self._all_reduce_torch(torch, x, out, opv, algov, dtype)
-        if _np is None or not isinstance(x, _np.ndarray):
-            raise TypeError("all_reduce takes a NumPy array or a torch tensor, not %s" % type(x).__name__)
-        dt = _numpy_dtype(x, dtype)
-        if not x.flags.c_contiguous:
-            raise ValueError("x must be C-contiguous (use numpy.ascontiguousarray)")
-        if out is None:
-            out = _np.empty_like(x, order="C")
-        elif not isinstance(out, _np.ndarray):
-            raise TypeError("out must be a NumPy array like x, not %s" % type(out).__name__)
-        else:
-            _same_layout(out, x, out.dtype == x.dtype, out.flags.c_contiguous, out.flags.writeable)
-        if not self._host:
-            raise ValueError("NumPy arrays are host memory: they need a host-backend comm (device='cpu')")
-        self._call(x.ctypes.data, out.ctypes.data, x.size, dt, opv, algov, None)
-        return out
+        if dtype is None and stream is None and algo == "auto":
+            tx = type(x)
+            top = type(op)
+            opv = _STR_OPS.get(op) if top is str else (_TORCH_OPS.get(op) if top is _RedOpType else None)
+            if opv is not None:
+                if tx is _ndarray:
+                    code = _NP_CODES.get(x.dtype)
+                    if code is not None and self._host:
+                        try:
+                            sp = _addressof(_from_buffer(x))
+                            if out is None:
+                                out = _np_empty(x.shape, x.dtype)
+                                rp = _addressof(_from_buffer(out))
+                            elif out is x:
+                                rp = sp
+                            elif type(out) is _ndarray and out.dtype is x.dtype and out.shape == x.shape:
+                                rp = _addressof(_from_buffer(out))
+                            else:
+                                rp = 0
+                        except (ValueError, TypeError, BufferError):  # empty, read-only or strided
+                            rp = 0
+                        if rp:
+                            res = _AR(sp, rp, x.size, code, opv, self._handle, None)
+                            if res:
+                                self._fail(res)
+                            return out
+                elif tx is _Tensor:
+                    code = _TORCH_CODES.get(x.dtype)
+                    if code is not None and x.is_contiguous() and not x.is_neg():
+                        if x.is_cpu:
+                            dev, s = -1, None
+                        elif x.is_cuda:
+                            dev = x.get_device()
+                            s = _raw_stream(dev)
+                        else:
+                            dev = -2  # no backend: the general path explains
+                        if dev == self._device:
+                            sp = x.data_ptr()
+                            if out is None:
+                                out = _torch.empty_like(x)
+                                rp = out.data_ptr()
+                            elif out is x:
+                                rp = sp
+                            elif (type(out) is _Tensor and out.dtype is x.dtype and out.get_device() == dev and
+                                  out.shape == x.shape and out.is_contiguous() and not out.is_neg()):
+                                rp = out.data_ptr()
+                            else:
+                                rp = -1
+                            if rp != -1:
+                                res = _AR(sp, rp, x.numel(), code, opv, self._handle, s)
+                                if res:
+                                    self._fail(res)
+                                return out
+        return self._all_reduce_general(x, out, op, algo, dtype, stream)
 
-    def _all_reduce_torch(self, torch, x, out, opv, algov, dtype):
-        dt = _torch_dtype(torch, x, dtype)
-        if not x.is_contiguous():
-            raise ValueError("x must be contiguous (use .contiguous())")
-        if out is None:
-            out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        elif not isinstance(out, torch.Tensor):
-            raise TypeError("out must be a torch tensor like x, not %s" % type(out).__name__)
-        else:
-            if out.device != x.device:
-                raise ValueError("out is on %s but x on %s" % (out.device, x.device))
-            _same_layout(out, x, out.dtype == x.dtype, out.is_contiguous(), True)
-        stream = None
-        if x.is_cuda:
-            if self._host:
-                raise ValueError("x is a CUDA tensor but this comm uses the host backend")
-            stream = torch.cuda.current_stream(x.device).cuda_stream
-        elif x.device.type != "cpu":
-            raise ValueError("tensors on %s are not supported" % x.device)
-        elif not self._host:
-            raise ValueError("x is a CPU tensor but this comm is a GPU comm")
-        self._call(x.data_ptr(), out.data_ptr(), x.numel(), dt, opv, algov, stream)
-        return out
+    def all_reduce_(self, x, op="sum", algo="auto", dtype=None, stream=None):
+        """In place: x holds the result afterwards (the same object is returned)."""
+        return self.all_reduce(x, x, op, algo, dtype, stream)
 
-    def _call(self, send, recv, count, dt, opv, algov, stream):
+    def all_reduce_ptr(self, send_ptr, recv_ptr, count, dtype, op="sum", stream=0, algo="auto"):
+        """The bare call for engines that manage their own memory: addresses as ints (send_ptr ==
+        recv_ptr is in place), count elements of dtype ("float32", "bfloat16", ...), stream a
+        cudaStream_t as int (0 on the host backend). No checks beyond the library's own."""
+        code = DTYPES.get(dtype)
+        if code is None:
+            code = DTYPES[dtype_name(dtype)]
+        opv = _STR_OPS.get(op) if type(op) is str else None
+        if opv is None:
+            opv = library_op(op)
+        if type(count) is not int or count < 0:
+            int_arg(count, "count", 0)
+        try:
+            if algo == "auto":
+                res = _AR(send_ptr, recv_ptr, count, code, opv, self._handle, stream or None)
+            else:
+                res = L.lib().symmarAllReduceAlgo(send_ptr, recv_ptr, count, code, opv, name_arg(algo, ALGOS, "algo"),
+                                                  self._handle, stream or None)
+        except ctypes.ArgumentError as e:
+            raise TypeError("all_reduce_ptr: addresses and stream must be ints (%s)" % e) from None
+        if res:
+            self._fail(res)
+
+    def _fail(self, res):
+        if not self._handle:
+            raise closed_error()
+        check(res, self._handle)
+
+    def _all_reduce_general(self, x, out, op, algo, dtype, stream):
+        opv = op_arg(op)
+        algov = name_arg(algo, ALGOS, "algo")
+        if stream is not None:
+            stream = int_arg(stream, "stream", 0)
+        if _torch is None:
+            import sys
+            if "torch" in sys.modules:
+                enable_torch(sys.modules["torch"])
+        xb = _buffers.resolve(x, dtype, "x", stream)
+        self._check_device(xb, "x")
+        if out is None:
+            out = _buffers.allocate_like(x, xb)
+            ob = _buffers.resolve(out, dtype, "out", stream)
+        elif out is x:
+            ob = xb
+        else:
+            ob = _buffers.resolve(out, dtype, "out", stream)
+            self._check_device(ob, "out")
+            if ob.code != xb.code:
+                raise ValueError("out has dtype %s but x %s" % (_dtname(ob.code), _dtname(xb.code)))
+            if ob.shape != xb.shape:
+                raise ValueError("out has shape %s but x %s" % (ob.shape, xb.shape))
+        if not ob.writable:
+            raise ValueError("out is read-only")
+        if opv == AVG:
+            _buffers.check_avg(ob)
+        if stream is None and xb.device >= 0 and _torch is not None and isinstance(x, _Tensor):
+            stream = _raw_stream(xb.device)
         handle = self._live()
-        lib = L.lib()
+        lib_op = 0 if opv == AVG else opv
         if algov == 0:
-            res = lib.symmarAllReduce(send, recv, count, dt, opv, handle, stream)
+            res = _AR(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, handle, stream or None)
         else:
-            res = lib.symmarAllReduceAlgo(send, recv, count, dt, opv, algov, handle, stream)
-        _check(res, handle)
+            res = L.lib().symmarAllReduceAlgo(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, algov, handle, stream or None)
+        if res:
+            self._fail(res)
+        if opv == AVG:
+            _buffers.divide(out, ob, self._nranks)
+        return out
+
+    def _check_device(self, buf, what):
+        if self._host and buf.device != _buffers.HOST:
+            raise ValueError("%s is device memory but this comm uses the host backend (device='cpu')" % what)
+        if not self._host:
+            if buf.device == _buffers.HOST:
+                raise ValueError("%s is host memory: it needs a host-backend comm (device='cpu')" % what)
+            if buf.device >= 0 and buf.device != self._device:
+                raise ValueError("%s is on cuda:%d but this comm on cuda:%d" % (what, buf.device, self._device))
 
     # -- lifetime --
 
     def close(self):
-        """Releases the comm (symmarCommDestroy; not collective). Idempotent."""
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle:
-            res = L.lib().symmarCommDestroy(handle)
-            self._keepalive = None
-            _check(res)
+        """Releases the comm (symmarCommDestroy; not collective). Idempotent. Views of symmetric
+        buffers that are still alive keep the memory mapped until they go."""
+        owner = getattr(self, "_owner", None)
+        self._handle = None
+        self._owner = None
+        if owner is not None and not any(b.views_alive for b in list(self._buffers)):
+            owner.destroy()
+        # else: the views' memory objects hold the owner, which destroys the comm after the last view
 
     def __enter__(self):
         return self
@@ -450,50 +515,8 @@ class Comm:
         return "<symmar.Comm rank %d/%d %s>" % (self._rank, self._nranks, "host" if self._host else "cuda")
 
 
-def _same_layout(out, x, same_dtype, contiguous, writeable):
-    if not same_dtype:
-        raise ValueError("out has dtype %s but x %s" % (out.dtype, x.dtype))
-    if tuple(out.shape) != tuple(x.shape):
-        raise ValueError("out has shape %s but x %s" % (tuple(out.shape), tuple(x.shape)))
-    if not contiguous:
-        raise ValueError("out must be contiguous")
-    if not writeable:
-        raise ValueError("out is read-only")
-
-
-def _numpy_dtype(x, dtype):
-    xd = x.dtype
-    if not xd.isnative:
-        raise ValueError("x has non-native byte order %s" % xd)
-    if dtype is None:
-        name = xd.name
-        if name not in DTYPES:
-            if name == "uint16":
-                raise ValueError("unsupported dtype uint16 (pass dtype='bfloat16' to read it as bf16)")
-            raise ValueError("unsupported dtype %s (expected one of %s)" % (name, ", ".join(DTYPES)))
-        return DTYPES[name]
-    name = _dtype_name(dtype)
-    if name == "bfloat16":
-        ok = xd.itemsize == 2 and (xd.kind in "ui" or xd.name == "bfloat16")
-    else:
-        ok = xd == _np.dtype(name)
-    if not ok:
-        raise ValueError("dtype=%r does not match an array of %s" % (dtype, xd))
-    return DTYPES[name]
-
-
-def _torch_dtype(torch, x, dtype):
-    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-             torch.int32: "int32", torch.float64: "float64"}
-    if dtype is None:
-        if x.dtype not in names:
-            raise ValueError("unsupported dtype %s (expected one of %s)" % (x.dtype, ", ".join(DTYPES)))
-        return DTYPES[names[x.dtype]]
-    name = _dtype_name(dtype)
-    if name == "bfloat16":
-        ok = x.element_size() == 2 and (x.dtype == torch.bfloat16 or not x.is_floating_point())
-    else:
-        ok = names.get(x.dtype) == name
-    if not ok:
-        raise ValueError("dtype=%r does not match a tensor of %s" % (dtype, x.dtype))
-    return DTYPES[name]
+def _dtname(code):
+    for k, v in DTYPES.items():
+        if v == code:
+            return k
+    return str(code)
