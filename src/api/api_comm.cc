@@ -194,8 +194,22 @@ std::string describeComm(const symmarComm& comm) {
                      std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
                      ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
                      linkName(row.link) + "/" + std::to_string(row.world) + ":";
+  // The row is shared by every comm of its (arch, link, world); what this comm can run is not (a
+  // Python or engine comm has no mpi fallback, SYMMAR_DISABLE): say so next to each entry, so the
+  // line tells what runs rather than what the table would like.
+  uint32_t runnable = 0;
+  for (int d = 0; d < symmarNumTypes; ++d) {
+    for (int o = 0; o < symmarNumOps; ++o) {
+      runnable |= availableAlgos(comm.topo, static_cast<symmarDataType_t>(d), static_cast<symmarRedOp_t>(o),
+                                 comm.fallbacks());
+    }
+  }
   for (int i = 0; i < row.num_entries; ++i) {
-    text += std::string(i ? ", " : " ") + symmarAlgoName(row.entries[i].algo) + "<=" + bytesText(row.entries[i].max_bytes);
+    const symmarAlgo_t algo = row.entries[i].algo;
+    text += std::string(i ? ", " : " ") + symmarAlgoName(algo) + "<=" + bytesText(row.entries[i].max_bytes);
+    if (runnable & algoBit(algo)) continue;
+    text += algo == symmarAlgoMultimem && (runnable & algoBit(symmarAlgoTwoShot)) ? " (runs twoshot here)"
+                                                                                    : " (not on this comm)";
   }
   text += " (" + row.source + ")";
   return text;

@@ -1,0 +1,106 @@
+"""symmar for torch.distributed engines (imported only where PyTorch is installed).
+
+    import torch.distributed as dist, symmar.torch
+    comm = symmar.torch.from_process_group(group, device="cpu")   # or symmar.Comm.from_process_group
+    comm.all_reduce_(tensor, op=dist.ReduceOp.SUM)                 # in place; MAX, MIN, AVG too
+
+The comm is bootstrapped through the group's own allgather (no extra port or rendezvous), bounded
+by the comm's timeout. CPU tensors need device="cpu" (the host backend); CUDA tensors a GPU comm,
+on which calls are enqueued on torch.cuda.current_stream() and can be captured in a CUDA graph.
+"""
+import ctypes
+import datetime
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("symmar.torch needs PyTorch with torch.distributed (pip install torch)") from e
+
+from . import _core
+from . import _lib as L
+from ._args import config, effective_timeout_ms
+
+_core.enable_torch(torch)
+
+# Collectives that gave up on their deadline are still owned by the process group's worker
+# thread: their tensors must stay valid until it lets go (for the process's life, at worst).
+_abandoned = []
+
+
+class _GroupAllGather:
+    """symmarAllGatherFn over a torch.distributed group, bounded by timeout_ms: a rank that never
+    makes the matching call costs a TimeoutError (symmarTimeout), not the group's own timeout."""
+
+    def __init__(self, group, nranks, device, timeout_ms):
+        self.group = group
+        self.nranks = nranks
+        self.device = device
+        self.timeout = datetime.timedelta(milliseconds=timeout_ms)
+        self.timeout_ms = timeout_ms
+        self.error = None
+        self.c_fn = L.AllGatherFn(self._call)
+
+    def _call(self, send, recv, nbytes, _user):
+        try:
+            self._gather(send, recv, nbytes)
+            return 0
+        except BaseException as e:  # never let an exception cross into C
+            self.error = e
+            return 1
+
+    def _gather(self, send, recv, nbytes):
+        mine = torch.frombuffer(bytearray(ctypes.string_at(send, nbytes)), dtype=torch.uint8).to(self.device)
+        parts = [torch.empty(nbytes, dtype=torch.uint8, device=self.device) for _ in range(self.nranks)]
+        work = dist.all_gather(parts, mine, group=self.group, async_op=True)
+        try:
+            done = work.wait(timeout=self.timeout)
+        except RuntimeError as e:  # torch reports an expired wait as an error
+            if "timed out" not in str(e).lower() and "timeout" not in str(e).lower():
+                raise
+            done = False
+        if done is False:
+            _abandoned.append((work, mine, parts))
+            raise TimeoutError("the process group's allgather did not complete within %d ms (does every rank of "
+                               "the group create the comm?)" % self.timeout_ms)
+        for i, part in enumerate(parts):
+            host = part.cpu()
+            ctypes.memmove(recv + i * nbytes, host.data_ptr(), nbytes)
+
+
+def _gather_device(group):
+    """Where the bootstrap's tensors live: CPU for a gloo (or mpi) group, the current GPU otherwise."""
+    backend = str(dist.get_backend(group)).lower()
+    if "gloo" in backend or backend == "mpi":
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def from_process_group(group=None, device=None, timeout_ms=None, staging_bytes=None, table_file=None):
+    """A symmar comm over the ranks of a torch.distributed group (default: the world), in the
+    group's rank order. Collective over the group, like every later mem_alloc/free. device: "cpu"
+    for CPU tensors (host backend), or a CUDA device ("cuda", "cuda:N", N, torch.device); None:
+    the current CUDA device where CUDA is available, else "cpu". timeout_ms bounds every wait,
+    the group's allgathers included."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("torch.distributed is not initialized: call torch.distributed.init_process_group first")
+    group = dist.group.WORLD if group is None else group
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError("this process is not a member of the group")
+    nranks = dist.get_world_size(group)
+    if device is None:
+        device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
+    elif isinstance(device, str) and device == "cuda":
+        device = torch.cuda.current_device()
+    timeout_ms = effective_timeout_ms(timeout_ms)
+    cfg = config(device, timeout_ms, staging_bytes, table_file)
+    gather = _GroupAllGather(group, nranks, _gather_device(group), timeout_ms)
+    return _core.Comm._from_c_allgather(nranks, rank, gather, cfg)
+
+
+def reduce_op(op):
+    """The symmar op name for a torch.distributed.ReduceOp (SUM, MAX, MIN, AVG); ValueError otherwise."""
+    from ._args import OPS, op_arg
+    value = op_arg(op)
+    return next(k for k, v in OPS.items() if v == value)
