@@ -1,13 +1,13 @@
-// The host symmetric heap: one memfd segment per rank, mapped by every local rank. Layout of a
-// segment: header (state word, pid) | signal pad | staging buffer | user heap (symmarMemAlloc).
-// Descriptors are closed once mapped and no name exists in the file system, so nothing outlives
-// the processes.
+// The host symmetric heap: one shared segment per rank (bootstrap/shared_segments.h), mapped by
+// every local rank. Layout of a segment: header (state word, pid) | signal pad | staging buffer |
+// user heap (symmarMemAlloc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/shared_segments.h"
 #include "core/schedule.h"
 #include "symmar/symmar.h"
 
@@ -59,11 +59,11 @@ class ShmHeap {
   size_t segmentBytes() const { return segment_bytes_; }
 
  private:
-  void unmapAll();
   size_t stagingOffset() const { return kHeaderBytes + sched::kSignalPadBytes; }
   size_t userOffset() const { return (stagingOffset() + staging_bytes_ + 4095) / 4096 * 4096; }
 
-  std::vector<char*> bases_;
+  SharedSegments segments_;
+  std::vector<char*> bases_;  ///< segments_' bases once every rank mapped them
   size_t segment_bytes_ = 0;
   size_t staging_bytes_ = 0;
   size_t heap_bytes_ = 0;
