@@ -417,7 +417,12 @@ class Comm:
         if opv is None:
             opv = library_op(op)
         if type(count) is not int or count < 0:
-            int_arg(count, "count", 0)
+            count = int_arg(count, "count", 0)
+        # ctypes would turn a str or bytes into the address of its characters: ints only
+        if type(send_ptr) is not int or type(recv_ptr) is not int or (stream and type(stream) is not int):
+            send_ptr = int_arg(send_ptr, "send_ptr", 0)
+            recv_ptr = int_arg(recv_ptr, "recv_ptr", 0)
+            stream = int_arg(stream or 0, "stream", 0)
         try:
             if algo == "auto":
                 res = _AR(send_ptr, recv_ptr, count, code, opv, self._handle, stream or None)

@@ -53,7 +53,7 @@ class SymmetricBuffer:
     def _live(self):
         if self._mem is None:
             raise ValueError("this symmetric buffer was freed")
-        if not self._mem.owner.handle:
+        if not self._mem.owner.handle or not self._comm._handle:
             raise closed_error()
         return self._mem
 
