@@ -15,3 +15,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The Python binding's engine tests (symmar.torch, symmar.mpi) need PyTorch and mpi4py, from PyPI
+# into a virtual environment kept outside any checkout and reused: PyPI's torch wheel pulls its
+# CUDA libraries (about 5.4 GB installed, about a minute here); its CPU path needs no GPU. mpi4py is
+# built against the Debian Open MPI above, so libsymmar_mpi and mpi4py share one MPI. A failed
+# download leaves a warning: those tests then skip and say why.
+venv=${SYMMAR_VENV:-/var/cache/symmar-venv}
+if ! "$venv/bin/python" -c "import numpy, pytest, torch, mpi4py" >/dev/null 2>&1; then
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q numpy pytest || echo "WARNING: numpy/pytest not installed in $venv" >&2
+  "$venv/bin/pip" install -q torch || echo "WARNING: torch not installed in $venv: its tests will skip" >&2
+  MPICC=mpicc "$venv/bin/pip" install -q --no-binary mpi4py mpi4py ||
+    echo "WARNING: mpi4py not installed in $venv: its tests will skip" >&2
+fi

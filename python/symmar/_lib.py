@@ -3,6 +3,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import sys
 import threading
 
 UNIQUE_ID_BYTES = 128
@@ -79,14 +80,34 @@ _lib = None
 _lib_path = None
 
 
+def _candidates():
+    """Where libsymmar is looked for, in order (the first that exists wins)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    # 1. a copy shipped in the package (pip install ./python copies the build tree's), or beside it
+    for folder in (here, os.path.dirname(here)):
+        yield folder
+    # 2. the source tree's build folders, for the package imported from python/ of a checkout
+    repo = os.path.dirname(os.path.dirname(here))
+    for build in sorted(glob.glob(os.path.join(repo, "build*", "src"))):
+        yield build
+    # 3. an installation (cmake --install): this environment's prefix, the usual prefixes, and
+    #    $LD_LIBRARY_PATH (which ctypes.util.find_library does not read on Linux)
+    for prefix in (sys.prefix, "/usr/local", "/usr"):
+        for libdir in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
+            yield os.path.join(prefix, libdir)
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if folder:
+            yield folder
+
+
 def find_library():
-    """Where libsymmar is looked for: $SYMMAR_LIBRARY, a libsymmar.so* next to the package (in it or
-    beside it), the loader's search (ctypes.util.find_library), else plain "libsymmar.so.0"."""
+    """The libsymmar to load: $SYMMAR_LIBRARY; else the first libsymmar.so* in the package, the
+    source tree's build*/src, an install prefix (sys.prefix, /usr/local, /usr) or $LD_LIBRARY_PATH;
+    else the loader's own search (ctypes.util.find_library), else plain "libsymmar.so.0"."""
     env = os.environ.get("SYMMAR_LIBRARY")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (here, os.path.dirname(here)):
+    for folder in _candidates():
         found = sorted(glob.glob(os.path.join(folder, "libsymmar.so*")), key=lambda p: (len(p), p))
         if found:
             return found[0]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # `pip install ./python` into a fresh virtual environment (offline: no build isolation, no
 # dependency download; numpy comes from the system site packages), then the installed package
-# plans and allreduces through the built libsymmar. Exit 77 (skipped) without a venv-capable python.
+# plans and allreduces through the libsymmar it shipped (the build's, copied by setup.py), with
+# SYMMAR_LIBRARY unset. Exit 77 (skipped) without a venv-capable python.
 set -eu
 SRC=${1:?usage: pip_install.sh PYTHON_SRC_DIR}
 [ -n "${SYMMAR_LIBRARY:-}" ] || { echo "SYMMAR_LIBRARY is not set" >&2; exit 1; }
@@ -17,10 +18,12 @@ trap 'rm -rf "$TMP"' EXIT
 cp -r "$SRC" "$TMP/src"  # setuptools writes build files next to the sources
 "$TMP/venv/bin/python" -m pip install --quiet --no-build-isolation --no-deps --no-index "$TMP/src"
 cd "$TMP"
-"$TMP/venv/bin/python" - <<'PYEOF'
+env -u SYMMAR_LIBRARY "$TMP/venv/bin/python" - <<'PYEOF'
+import sys
 import numpy as np
 import symmar
-assert symmar.__file__.startswith(__import__("sys").prefix), symmar.__file__
+assert symmar.__file__.startswith(sys.prefix), symmar.__file__
+assert symmar.library_path().startswith(sys.prefix), symmar.library_path()  # the shipped copy
 algo = symmar.plan(cc=(12, 0), link="pcie", world=4, multicast=False, count=7168, dtype="bfloat16", op="sum")
 assert algo in ("oneshot", "twoshot"), algo
 comms = symmar.Comm.init_all(1, devices=["cpu"])

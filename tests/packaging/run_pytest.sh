@@ -10,7 +10,7 @@ for py in "${SYMMAR_PYTHON:-}" python3 /usr/bin/python3; do
   command -v "$py" >/dev/null 2>&1 || continue
   if "$py" -c "import numpy, pytest" >/dev/null 2>&1; then
     echo "python: $(command -v "$py") ($("$py" --version 2>&1)); SYMMAR_LIBRARY=$SYMMAR_LIBRARY"
-    exec "$py" -m pytest -q -p no:cacheprovider "$TESTS"
+    exec "$py" -m pytest -q -rs -p no:cacheprovider "$TESTS"
   fi
 done
 echo "SKIP: no python3 with numpy and pytest (set SYMMAR_PYTHON)" >&2
