@@ -29,7 +29,8 @@ elseif(MODE STREQUAL "new_arch")
     message(FATAL_ERROR "symmar_tables ${file} failed (${rc}): ${err}")
   endif()
   # Hand-written: sm99 has one row; the rest of nvswitch and all of nvlink/pcie fall to its family,
-  # sm90. sm89's family (sm80) has no rows, so the default rows serve what sm89 lacks.
+  # sm90 (which has no pcie-nop2p rows: the default's serve). sm89's family (sm80) has no rows, so
+  # the default rows serve what sm89 lacks.
   set(sm99 [=[## sm99
 
 | link | world | algorithms |
@@ -40,6 +41,7 @@ Served by the lookup chain (no row here):
 - nvswitch 2-7: sm90 rows
 - nvlink 2-8: sm90 rows
 - pcie 2-8: sm90 rows
+- pcie-nop2p 2-8: default rows
 
 Sources:
 - nvswitch: made-up sm99
@@ -55,6 +57,7 @@ Served by the lookup chain (no row here):
 - nvswitch 2-8: default rows
 - nvlink 2-8: default rows
 - pcie 3-8: default rows
+- pcie-nop2p 2-8: default rows
 
 Sources:
 - pcie: made-up sm89

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   for (int arch : knownArchs(tables)) {
     const std::vector<symmarLink_t> links =
         arch == kArchHost ? std::vector<symmarLink_t>{symmarLinkHostMemory}
-                          : std::vector<symmarLink_t>{symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie};
+                          : std::vector<symmarLink_t>{symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie,
+                                                      symmarLinkPcieNoP2P};
     std::map<std::string, std::string> sources;  // link -> sources
     std::string table, served;
     for (symmarLink_t link : links) {

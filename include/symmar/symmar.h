@@ -65,8 +65,11 @@ typedef enum {
   symmarLinkUnknown = 0,
   symmarLinkNvSwitch = 1,
   symmarLinkNvLink = 2,
-  symmarLinkPcie = 3,
-  symmarLinkHostMemory = 4
+  symmarLinkPcie = 3,          /**< GPUs with peer access over PCIe */
+  symmarLinkHostMemory = 4,    /**< the host backend: CPU ranks sharing memory */
+  /** GPUs on one host without working peer access (unsupported, broken per the probe, or
+      SYMMAR_P2P=off): the kernels stage through pinned host memory shared by the ranks. */
+  symmarLinkPcieNoP2P = 5
 } symmarLink_t;
 
 #define SYMMAR_DEVICE_CPU (-1)  /**< host backend: buffers are host memory, stream must be NULL */
@@ -134,6 +137,10 @@ symmarResult_t symmarCommInitRank(symmarComm_t* comm, int nranks, symmarUniqueId
 /**
  * Engine-supplied allgather: gathers bytes_per_rank bytes from every rank into recvbuf (rank order).
  * Returns 0 on success. It must stay callable for the comm's lifetime (collective memory calls use it).
+ * symmar calls it synchronously on the calling thread and waits for it to return: config.timeout_ms
+ * bounds symmar's own waits, not the callback's. A callback that can block (a peer that never calls)
+ * must bound itself and return non-zero on expiry; the Python engines' adapters (symmar.torch,
+ * symmar.mpi) do, with the comm's timeout.
  */
 typedef int (*symmarAllGatherFn)(const void* sendbuf, void* recvbuf, size_t bytes_per_rank, void* user);
 /** Collective: creates a comm through the engine's own allgather (e.g. its process group). */

@@ -58,7 +58,7 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
     if (!validDtype(rawEnum(dtype))) return fail(symmarInvalidArgument, "symmarPlan: invalid dtype %d", rawEnum(dtype));
     if (!validOp(rawEnum(op))) return fail(symmarInvalidArgument, "symmarPlan: invalid op %d", rawEnum(op));
     if (topo->world_size < 1) return fail(symmarInvalidArgument, "symmarPlan: world_size %d < 1", topo->world_size);
-    if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) > symmarLinkHostMemory) {
+    if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) > symmarLinkPcieNoP2P) {
       return fail(symmarInvalidArgument, "symmarPlan: invalid link %d", rawEnum(topo->link));
     }
     if (topo->cc_major < 0 || topo->cc_minor < 0 || topo->cc_minor > 9) {

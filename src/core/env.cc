@@ -54,8 +54,8 @@ const EnvVarInfo kRegistry[] = {
      kNone, kNone, kNone},
     {"SYMMAR_P2P", "probe|trust|off", "probe",
      "GPUs linked by PCIe: probe checks at comm creation that peer access delivers what it claims (a broken pair "
-     "turns the symmetric kernels off), trust skips the check, off never uses peer access. Ranks use the most "
-     "careful mode any of them asks for.",
+     "moves the kernels' staging to pinned host memory), trust skips the check, off never uses peer access (host "
+     "memory from the start). Ranks use the most careful mode any of them asks for.",
      kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
      "First barrier epoch of new comms (rank 0's value); set near 4294967295 to exercise epoch wrap (testing).",

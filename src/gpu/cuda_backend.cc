@@ -12,6 +12,7 @@
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
+#include "gpu/peer_probe.h"
 
 namespace symmar {
 namespace gpu {
@@ -46,6 +47,7 @@ CudaBackend::~CudaBackend() {
   // Kernels of this comm may still read peer mappings; every wait in them is bounded.
   cudaDeviceSynchronize();
   heap_.release();
+  host_heap_.release();
   for (void* p : plain_allocs_) cudaFree(p);
   if (state_) cudaFree(state_);
   if (status_host_) cudaFreeHost(status_host_);
@@ -130,17 +132,12 @@ symmarResult_t CudaBackend::initDeviceState() {
   init.end_epoch = epoch_start_;
   init.done_count = 0;
   SYMMAR_CUDA_TRY(cudaMemcpy(state_, &init, sizeof(init), cudaMemcpyHostToDevice));
-  if (have_heap_) {
-    const std::vector<char> pad = initialPad(epoch_start_);
-    SYMMAR_CUDA_TRY(cudaMemcpy(heap_.base(ctx_.rank) + layout_.pad_off, pad.data(), pad.size(),
-                               cudaMemcpyHostToDevice));
-  }
-  SYMMAR_CUDA_TRY(cudaDeviceSynchronize());
-  return symmarSuccess;
+  return initPad();
 }
 
 void CudaBackend::disableSymmetricKernels() {
   topo_.peer_access = false;
+  topo_.host_staged = false;
   topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
   topo_.topo.multicast = 0;
 }
@@ -171,18 +168,31 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   }
 
   have_heap_ = topo_.all_local;
-  if (have_heap_) {
-    SYMMAR_CHECK(heap_.create(ctx_, device_, layout_, topo_.peer_access, topo_.topo.multicast != 0, timeout_ms_));
-    arena_ = SymmetricArena(layout_.heap_bytes);
-    for (int r = 0; r < ctx_.nranks; ++r) bases_.push_back(heap_.base(r));
+  // Peer access over PCIe is checked (or refused) before the kernels rely on it: SYMMAR_P2P.
+  P2pMode p2p = kP2pTrust;
+  if (have_heap_ && topo_.peer_access && topo_.topo.link == symmarLinkPcie) SYMMAR_CHECK(agreeP2pMode(&p2p));
+  if (p2p == kP2pOff) {
+    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: the kernels stage through pinned host memory");
   }
-  topo_.topo.multicast = heap_.multicast() ? 1 : 0;
+  if (p2p == kP2pOff || topo_.host_staged) useHostStaging();
+  if (have_heap_) SYMMAR_CHECK(buildHeap());
 
   symmarResult_t local = initDeviceState();
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
   if (have_heap_ && topo_.peer_access && topo_.devices_repeat) SYMMAR_CHECK(probeCoScheduling());
-  if (have_heap_ && topo_.peer_access && topo_.topo.link == symmarLinkPcie) SYMMAR_CHECK(probePeerAccess());
+  if (p2p == kP2pProbe && topo_.peer_access) {
+    bool broken = false;
+    SYMMAR_CHECK(probePeerAccess(&broken));
+    if (broken) {  // the same verdict on every rank: rebuild the heap in host memory
+      heap_.release();
+      useHostStaging();
+      SYMMAR_CHECK(buildHeap());
+      local = initPad();
+      SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
+      if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+    }
+  }
   facts->topo = topo_.topo;
   facts->staging_bytes = layout_.staging_bytes;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
@@ -217,7 +227,7 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
     return nccl_.allReduce(ctx_, send, recv, count, dtype, op, s);
   }
   const void* kernel = kernelOf(algo, dtype, op, heap_.multicast());
-  if (!kernel || !topo_.peer_access) {
+  if (!kernel || !(topo_.peer_access || topo_.host_staged)) {
     return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
                 dtypeName(dtype), opName(op));
   }
@@ -249,7 +259,7 @@ symmarResult_t CudaBackend::asyncError() {
 
 symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
   Bootstrap& bs = *ctx_.bootstrap;
-  if (!have_heap_) {  // no shared heap: plain device memory (never read by peers)
+  if (!have_heap_ || topo_.host_staged) {  // no shared device heap: plain device memory (never read by peers)
     DeviceGuard guard(device_);
     SYMMAR_CUDA_TRY(cudaMalloc(ptr, bytes));
     plain_allocs_.insert(*ptr);
@@ -279,7 +289,7 @@ symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
 }
 
 symmarResult_t CudaBackend::memFree(void* ptr) {
-  if (!have_heap_) {
+  if (!have_heap_ || topo_.host_staged) {
     if (plain_allocs_.erase(ptr) != 1) return fail(symmarInvalidArgument, "pointer was not allocated by symmarMemAlloc");
     DeviceGuard guard(device_);
     SYMMAR_CUDA_TRY(cudaFree(ptr));

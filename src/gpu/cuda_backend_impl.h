@@ -11,6 +11,8 @@
 #include "cuda/kernel_args.h"
 #include "gpu/nccl_fallback.h"
 #include "gpu/kernel_launch.h"
+#include "gpu/host_staged_heap.h"
+#include "gpu/peer_probe.h"
 #include "gpu/sym_heap.h"
 #include "gpu/topology.h"
 
@@ -40,12 +42,21 @@ class CudaBackend : public Backend {
   // Start-up probes (startup_probes.cc), collective; a failure turns the symmetric kernels off.
   /// The kernels of ranks sharing a GPU must run concurrently.
   symmarResult_t probeCoScheduling();
-  /// Peer access over PCIe must deliver what it claims (SYMMAR_P2P=probe|trust|off).
-  symmarResult_t probePeerAccess();
+  /// SYMMAR_P2P as every rank will apply it: the most careful mode any rank asks for.
+  symmarResult_t agreeP2pMode(P2pMode* mode);
+  /// Peer access over PCIe must deliver what it claims; *broken: some pair did not (every rank).
+  symmarResult_t probePeerAccess(bool* broken);
   /// Runs one probe kernel on a stream of its own and waits; out gets its kProbeResultWords words.
   cudaError_t runProbe(const void* kernel, ProbeArgs args, long long* out);
   /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
   void disableSymmetricKernels();
+  // The shared heap (backend_heap.cc).
+  /// Collective: the device heap (peer access) or the host-staged heap, and bases_ from it.
+  symmarResult_t buildHeap();
+  /// From now on the kernels stage through pinned host memory (link pcie-nop2p, no user heap).
+  void useHostStaging();
+  /// Every flag of this rank's pad at the start epoch (before any kernel of any rank runs).
+  symmarResult_t initPad();
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
   LaunchContext launchContext() const;
 
@@ -58,6 +69,7 @@ class CudaBackend : public Backend {
   Topology topo_;
   HeapLayout layout_;
   SymmetricHeap heap_;
+  HostStagedHeap host_heap_;
   bool have_heap_ = false;
   std::vector<char*> bases_;  ///< every rank's allocation as mapped here (when have_heap_)
   SymmetricArena arena_;

@@ -43,8 +43,7 @@ std::string describeBrokenPair(const BrokenPair& b) {
   }
   return "peer access between the GPUs of ranks " + std::to_string(b.rank) + " and " + std::to_string(b.peer) +
          " is broken (" + what + "). Usual causes: an IOMMU in translation mode, PCIe ACS redirecting peer traffic " +
-         "through the root complex, or a BIOS setting; the symmetric kernels are off for this comm, and NCCL on this " +
-         "machine likely needs NCCL_P2P_DISABLE=1 too";
+         "through the root complex, or a BIOS setting; NCCL on this machine likely needs NCCL_P2P_DISABLE=1 too";
 }
 
 }  // namespace gpu

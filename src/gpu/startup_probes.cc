@@ -63,24 +63,21 @@ symmarResult_t CudaBackend::probeCoScheduling() {
   return symmarSuccess;
 }
 
+symmarResult_t CudaBackend::agreeP2pMode(P2pMode* mode) {
+  std::vector<int32_t> modes;
+  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, p2pModeFromEnv(), &modes));
+  int32_t agreed = kP2pTrust;
+  for (int32_t m : modes) agreed = m > agreed ? m : agreed;
+  *mode = static_cast<P2pMode>(agreed);
+  if (*mode == kP2pTrust) SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
+  return symmarSuccess;
+}
+
 /// PCIe peer access can be claimed by the driver and still fail: an IOMMU or ACS that drops or
 /// reroutes peer traffic makes NCCL hang and would make the symmetric kernels hang or read garbage.
 /// Every rank stores a pattern into each peer's staging and loads each peer's pattern, and the ranks
 /// agree on the outcome before any kernel relies on the link.
-symmarResult_t CudaBackend::probePeerAccess() {
-  std::vector<int32_t> modes;
-  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, p2pModeFromEnv(), &modes));
-  int32_t mode = kP2pTrust;
-  for (int32_t m : modes) mode = m > mode ? m : mode;
-  if (mode == kP2pOff) {
-    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: peer access unused, the fallback serves every call");
-    disableSymmetricKernels();
-    return symmarSuccess;
-  }
-  if (mode == kP2pTrust) {
-    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
-    return symmarSuccess;
-  }
+symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
   // One seed for every rank: patterns left in recycled memory by an earlier probe cannot pass.
   std::vector<uint32_t> seeds;
   SYMMAR_CHECK(gatherAll<uint32_t>(*ctx_.bootstrap, std::random_device{}(), &seeds));
@@ -94,10 +91,11 @@ symmarResult_t CudaBackend::probePeerAccess() {
   if (err != cudaSuccess) SYMMAR_WARN(kSubsysGpu, "peer-access probe failed to run: %s", cudaGetErrorString(err));
   std::vector<P2pRow> rows;
   SYMMAR_CHECK(gatherAll(*ctx_.bootstrap, row, &rows));
-  const BrokenPair broken = firstBrokenPair(rows);
-  if (broken.rank >= 0) {
-    SYMMAR_WARN(kSubsysGpu, "%s (SYMMAR_P2P=trust skips this check)", describeBrokenPair(broken).c_str());
-    disableSymmetricKernels();
+  const BrokenPair b = firstBrokenPair(rows);
+  *broken = b.rank >= 0;
+  if (*broken) {
+    SYMMAR_WARN(kSubsysGpu, "%s; the kernels stage through pinned host memory instead (SYMMAR_P2P=trust skips this "
+                "check)", describeBrokenPair(b).c_str());
   } else {
     SYMMAR_INFO(kSubsysGpu, "peer-access probe: every pair checked out (slowest check %lld us on this rank)",
                 result[1] / 1000);

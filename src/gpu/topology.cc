@@ -95,18 +95,23 @@ void classifyTopology(int rank, Topology* out) {
   t.world_size = world;
   t.multicast = 0;
   out->peer_access = out->all_local && link >= kLinkPcie && world <= sched::kMaxRanks;
+  // GPUs on one host that cannot reach each other still share the host's memory: the kernels run
+  // with their staging there (link pcie-nop2p).
+  out->host_staged = out->all_local && link == kLinkNone && world <= sched::kMaxRanks;
   if (!out->all_local) {
     SYMMAR_WARN(kSubsysGpu, "ranks span several hosts: symmetric kernels disabled, only the NCCL fallback remains");
   } else if (world > sched::kMaxRanks) {
     SYMMAR_WARN(kSubsysGpu, "world size %d exceeds the %d ranks the symmetric kernels serve: NCCL only", world,
                 sched::kMaxRanks);
-  } else if (link == kLinkNone || link == kLinkNotSeen) {
-    SYMMAR_WARN(kSubsysGpu, "no peer access between some GPUs (%s): symmetric kernels disabled",
-                link == kLinkNone ? "P2P unsupported"
-                                  : "no rank sees its peers' GPUs: not visible to CUDA (CUDA_VISIBLE_DEVICES) and NVML "
-                                    "(libnvidia-ml.so.1) unavailable");
+  } else if (link == kLinkNone) {
+    SYMMAR_INFO(kSubsysGpu, "no peer access between some GPUs: the kernels stage through pinned host memory");
+  } else if (link == kLinkNotSeen) {
+    SYMMAR_WARN(kSubsysGpu, "no rank sees its peers' GPUs (not visible to CUDA, CUDA_VISIBLE_DEVICES, and NVML "
+                "(libnvidia-ml.so.1) unavailable): symmetric kernels disabled");
   }
-  if (!out->peer_access) {
+  if (out->host_staged) {
+    t.link = symmarLinkPcieNoP2P;
+  } else if (!out->peer_access) {
     t.link = symmarLinkUnknown;
   } else if (link == kLinkPcie) {
     t.link = symmarLinkPcie;

@@ -28,6 +28,7 @@ struct Topology {
   std::vector<RankInfo> ranks;
   bool all_local = false;      ///< every rank on this host: memory can be shared
   bool peer_access = false;    ///< symmetric kernels can run (every pair can load from the other)
+  bool host_staged = false;    ///< ...through pinned host memory: the GPUs have no peer access
   bool devices_repeat = false;  ///< some GPU hosts more than one rank
   int ranks_on_my_device = 1;
 };

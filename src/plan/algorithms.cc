@@ -10,7 +10,8 @@ namespace {
 bool kernelDtype(symmarDataType_t d) { return d == symmarFloat32 || d == symmarFloat16 || d == symmarBfloat16; }
 bool gpuPeerLink(const symmarTopology_t& t) {
   return t.cc_major > 0 &&
-         (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
+         (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie ||
+          t.link == symmarLinkPcieNoP2P);
 }
 
 /// One-shot and two-shot: every host comm that shares memory, every GPU comm with peer access.

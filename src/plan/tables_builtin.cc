@@ -33,6 +33,17 @@ struct Spec {
 constexpr symmarLink_t SW = symmarLinkNvSwitch;
 constexpr symmarLink_t NVL = symmarLinkNvLink;
 constexpr symmarLink_t PCI = symmarLinkPcie;
+constexpr symmarLink_t NOP2P = symmarLinkPcieNoP2P;
+
+// GPUs without peer access stage through pinned host memory (no measurement yet; a cost model).
+// PCIe Gen5 x16 moves ~50 GB/s each way and a crossing costs ~1 us. One-shot: each rank writes its
+// N bytes to host memory and reads all W inputs back, (1 + W) N bytes and 2 crossings; two-shot:
+// write N, read W slices of N/W, write its reduced slice, read the other W - 1 slices, ~3N bytes
+// and 4 crossings. One-shot wins while (W - 2) N / 50 GB/s < 2 us, i.e. N < ~100 KB / (W - 2), and
+// always at W = 2; NCCL's own shared-memory path serves the largest messages.
+constexpr const char* kNoP2pSource =
+    "cost model: PCIe Gen5 x16 ~50 GB/s per direction, ~1 us per crossing; one-shot (1+W)N bytes, two-shot ~3N "
+    "(crossover ~100 KB/(W-2))";
 
 const Spec kSpecs[] = {
     // ---- sm90: H100 / H200 ----
@@ -80,6 +91,9 @@ const Spec kSpecs[] = {
      "SGLang pcie_ipc_ar.py 8x SM120 (symmetric 34-40x faster than NCCL to 384 KiB); one-shot halved for "
      "the (N-1)S reads over PCIe"},
     {120, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
+    {120, NOP2P, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, kNoP2pSource},
+    {120, NOP2P, 3, 4, {{ONE, 64 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
+    {120, NOP2P, 5, 8, {{ONE, 16 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
     {120, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
 
     // ---- sm121: GB10 (DGX Spark): no rows of its own; the family (sm120) rows serve ----
@@ -94,6 +108,9 @@ const Spec kSpecs[] = {
      "SGLang custom_all_reduce_v2 default, one-shot capped by vLLM's ws>4 rule (<256 KiB)"},
     {kArchDefault, NVL, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default"},
     {kArchDefault, NVL, 5, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default, vLLM ws>4 rule"},
+    {kArchDefault, NOP2P, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, kNoP2pSource},
+    {kArchDefault, NOP2P, 3, 4, {{ONE, 64 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
+    {kArchDefault, NOP2P, 5, 8, {{ONE, 16 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
     {kArchDefault, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 4 * MiB}},
      "PCIe default: one-stage below 64 KiB (vLLM fork), two-shot through the decode range (SGLang pcie_ipc_ar.py)"},
 

@@ -74,10 +74,23 @@ TEST(GpuTopology, PcieAnywhereMakesThePcieLink) {
   EXPECT_TRUE(t.peer_access);
 }
 
-TEST(GpuTopology, NoPeerAccessSeveralHostsOrTooManyRanksLeaveOnlyTheFallback) {
+// GPUs on one host without peer access share the host's memory: the kernels stage there.
+TEST(GpuTopology, NoPeerAccessOnOneHostStagesThroughHostMemory) {
   std::vector<RankInfo> none = {rankInfo(0, 7, 0, kLinkNone), rankInfo(1, 7, 0, kLinkNone)};
-  EXPECT_EQ(classify(none).topo.link, symmarLinkUnknown);
-  EXPECT_FALSE(classify(none).peer_access);
+  Topology t = classify(none);
+  EXPECT_EQ(t.topo.link, symmarLinkPcieNoP2P);
+  EXPECT_FALSE(t.peer_access) << "no peer mappings";
+  EXPECT_TRUE(t.host_staged);
+  EXPECT_EQ(t.topo.multicast, 0);
+  std::vector<RankInfo> mixed = {rankInfo(0, 7, 0, kLinkPcie), rankInfo(1, 7, 0, kLinkNone),
+                                 rankInfo(2, 7, 0, kLinkPcie)};
+  EXPECT_EQ(classify(mixed).topo.link, symmarLinkPcieNoP2P) << "one pair without P2P is enough";
+  std::vector<RankInfo> unseen = {rankInfo(0, 7, 0, kLinkNotSeen), rankInfo(1, 7, 0, kLinkNotSeen)};
+  EXPECT_EQ(classify(unseen).topo.link, symmarLinkUnknown) << "unknown links are not guessed";
+  EXPECT_FALSE(classify(unseen).host_staged);
+}
+
+TEST(GpuTopology, SeveralHostsOrTooManyRanksLeaveOnlyTheFallback) {
   std::vector<RankInfo> hosts = {rankInfo(0, 7, 1, kLinkNvLink), rankInfo(0, 8, 1, kLinkNvLink)};
   Topology t = classify(hosts);
   EXPECT_FALSE(t.all_local);
@@ -86,6 +99,9 @@ TEST(GpuTopology, NoPeerAccessSeveralHostsOrTooManyRanksLeaveOnlyTheFallback) {
   for (int g = 0; g < 9; ++g) many.push_back(rankInfo(g, 7, 1, kLinkNvLink));
   EXPECT_EQ(classify(many).topo.link, symmarLinkUnknown);
   EXPECT_FALSE(classify(many).peer_access);
+  std::vector<RankInfo> many_none;
+  for (int g = 0; g < 9; ++g) many_none.push_back(rankInfo(g, 7, 0, kLinkNone));
+  EXPECT_FALSE(classify(many_none).host_staged) << "the kernels serve at most 8 ranks";
 }
 
 TEST(GpuTopology, RanksSharingOneGpu) {

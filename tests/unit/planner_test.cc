@@ -27,7 +27,7 @@ symmarAlgo_t plan(const symmarTopology_t& t, size_t bytes, symmarDataType_t dtyp
   return a;
 }
 
-const symmarLink_t kGpuLinks[] = {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie};
+const symmarLink_t kGpuLinks[] = {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie, symmarLinkPcieNoP2P};
 // Capabilities no table or traits line names: each must still be served (by family or default).
 const int kUnknownArchs[] = {75, 80, 89, 99, 130};
 
@@ -235,6 +235,22 @@ TEST(Planner, Sm120PcieDecodeSizesTakeASymmetricPath) {
       EXPECT_TRUE(a == symmarAlgoOneShot || a == symmarAlgoTwoShot) << "ws" << world << " tokens " << tokens;
     }
   }
+}
+
+// GPUs without peer access (staging in pinned host memory): one-shot for decode sizes while the
+// (1 + W) N bytes over PCIe stay cheap, two-shot above, NCCL past 64 MiB; never multimem.
+TEST(Planner, PcieWithoutP2pStagesThroughHostMemory) {
+  for (int major : {12, 8}) {  // sm120 rows, and an unknown arch on the default rows
+    EXPECT_EQ(plan(topo(major, 0, symmarLinkPcieNoP2P, 2, 0), 512 << 10), symmarAlgoOneShot);
+    EXPECT_EQ(plan(topo(major, 0, symmarLinkPcieNoP2P, 4, 0), 14 << 10), symmarAlgoOneShot) << "one token";
+    EXPECT_EQ(plan(topo(major, 0, symmarLinkPcieNoP2P, 4, 0), 1 << 20), symmarAlgoTwoShot);
+    EXPECT_EQ(plan(topo(major, 0, symmarLinkPcieNoP2P, 8, 0), 64 << 10), symmarAlgoTwoShot) << "W=8: one-shot to 16 KiB";
+    EXPECT_EQ(plan(topo(major, 0, symmarLinkPcieNoP2P, 8, 1), size_t(128) << 20), symmarAlgoNccl);
+  }
+  EXPECT_STREQ(linkName(symmarLinkPcieNoP2P), "pcie-nop2p");
+  symmarLink_t parsed = symmarLinkUnknown;
+  EXPECT_TRUE(parseLinkName("pcie-nop2p", &parsed));
+  EXPECT_EQ(parsed, symmarLinkPcieNoP2P);
 }
 
 TEST(Planner, HostRowsServeEverySizeWithoutMpi) {
