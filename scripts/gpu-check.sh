@@ -97,6 +97,12 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   step "start-up log (INFO)" startup_info.log 60 env SYMMAR_DEBUG=INFO \
     "$PERF" --device gpu --local-world 4 -A oneshot -b 8 -e 8 -n 5 -w 1
 fi
+# The host-memory path (what PCIe boxes without working P2P run), forced on this GPU, next to the
+# peer path; NCCL cannot put two ranks on one GPU, so its NCCL_P2P_DISABLE=1 comparison needs 2+ GPUs.
+if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+  step "symmar_perf local world 4, SYMMAR_P2P=off (host memory)" perf_hoststaged_world4.log 60 env SYMMAR_P2P=off \
+    "$PERF" --device gpu --local-world 4 -A oneshot,twoshot -b 8 -e 16M -f 4
+fi
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   for n in 2 4 8; do
     step "symmar_perf local world $n" "perf_world$n.log" 60 \
@@ -128,7 +134,8 @@ fi
   echo "## hardening checks"
   echo
   for t in GpuCoSchedule.RanksSharingAGpuKeepTheKernels GpuTopology.SharedGpuReportsPeerLink \
-    GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture; do
+    GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
+    GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then
@@ -136,7 +143,7 @@ fi
     echo "- co-scheduling probe: $(grep -m1 -oE "co-scheduling probe: .*" "$OUT/startup_info.log" || echo "no line")"
     echo "- grid / blocks: $(grep -m1 -oE "CUDA backend ready: .*" "$OUT/startup_info.log" || echo "no line")"
   fi
-  for f in "$OUT"/perf_world*.log; do
+  for f in "$OUT"/perf_world*.log "$OUT"/perf_hoststaged*.log; do
     [ -f "$f" ] || continue
     echo
     echo "## $(basename "$f" .log)"

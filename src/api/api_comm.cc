@@ -156,6 +156,7 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   SYMMAR_CHECK(gpu ? createCudaBackend(ctx, &facts, &backend) : HostBackend::create(ctx, &facts, &backend));
   comm->backend = std::move(backend);
   comm->topo = facts.topo;
+  comm->checks = facts.checks;
   comm->settings.staging_bytes = facts.staging_bytes;
   // The row never changes for a comm: (arch, link, world) are fixed, so resolve it once here.
   comm->row = comm->tables.resolve(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->nranks);
@@ -212,6 +213,7 @@ std::string describeComm(const symmarComm& comm) {
                                                                                     : " (not on this comm)";
   }
   text += " (" + row.source + ")";
+  if (!comm.checks.empty()) text += "; checks: " + comm.checks;
   return text;
 }
 

@@ -19,6 +19,7 @@ struct symmarComm {
   int nranks = 0;
   SymmarSettings settings;
   symmarTopology_t topo{};
+  std::string checks;  ///< the backend's start-up checks, as symmarCommDescribe reports them
   symmar::Tables tables;
   const symmar::TableRow* row = nullptr;  // resolved once: (arch, link, world) never change
   std::unique_ptr<symmar::Bootstrap> bootstrap;

@@ -35,6 +35,7 @@ struct BackendContext {
 struct BackendFacts {
   symmarTopology_t topo{};
   size_t staging_bytes = 0;  ///< staging buffer per rank the ranks agreed on
+  std::string checks;        ///< outcome of the start-up checks ("" when none ran), for symmarCommDescribe
 };
 
 class Backend {

@@ -168,12 +168,15 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   }
 
   have_heap_ = topo_.all_local;
-  // Peer access over PCIe is checked (or refused) before the kernels rely on it: SYMMAR_P2P.
+  // Peer access is refused (SYMMAR_P2P=off, any link) or, over PCIe, checked before the kernels
+  // rely on it (probe).
   P2pMode p2p = kP2pTrust;
-  if (have_heap_ && topo_.peer_access && topo_.topo.link == symmarLinkPcie) SYMMAR_CHECK(agreeP2pMode(&p2p));
+  if (have_heap_ && topo_.peer_access) SYMMAR_CHECK(agreeP2pMode(&p2p));
   if (p2p == kP2pOff) {
     SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: the kernels stage through pinned host memory");
+    checks_ = "peer access off (SYMMAR_P2P=off), staging in host memory";
   }
+  if (p2p != kP2pOff && topo_.host_staged) checks_ = "no peer access between the GPUs, staging in host memory";
   if (p2p == kP2pOff || topo_.host_staged) useHostStaging();
   if (have_heap_) SYMMAR_CHECK(buildHeap());
 
@@ -181,7 +184,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
   if (have_heap_ && topo_.peer_access && topo_.devices_repeat) SYMMAR_CHECK(probeCoScheduling());
-  if (p2p == kP2pProbe && topo_.peer_access) {
+  if (p2p == kP2pProbe && topo_.peer_access && topo_.topo.link == symmarLinkPcie) {
     bool broken = false;
     SYMMAR_CHECK(probePeerAccess(&broken));
     if (broken) {  // the same verdict on every rank: rebuild the heap in host memory
@@ -195,6 +198,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   }
   facts->topo = topo_.topo;
   facts->staging_bytes = layout_.staging_bytes;
+  facts->checks = checks_;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
               device_, nblocks_, kThreads, layout_.staging_bytes, nccl_ok_ ? "yes" : "no");
   return symmarSuccess;

@@ -79,6 +79,7 @@ class CudaBackend : public Backend {
   int* status_dev_ = nullptr;
   NcclFallback nccl_;
   bool nccl_ok_ = false;
+  std::string checks_;  ///< what the start-up probes found (BackendFacts::checks)
 };
 
 }  // namespace gpu

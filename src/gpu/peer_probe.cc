@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/env.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "gpu/kernel_launch.h"
 
@@ -27,6 +28,13 @@ BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows) {
     }
   }
   return BrokenPair{};
+}
+
+symmarResult_t agreePeerProbe(Bootstrap& bootstrap, const P2pRow& mine, BrokenPair* broken) {
+  std::vector<P2pRow> rows;
+  SYMMAR_CHECK(gatherAll(bootstrap, mine, &rows));
+  *broken = firstBrokenPair(rows);
+  return symmarSuccess;
 }
 
 std::string describeBrokenPair(const BrokenPair& b) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bootstrap_api.h"
 #include "cuda/kernel_args.h"
 
 namespace symmar {
@@ -30,6 +31,8 @@ struct BrokenPair {
 };
 /// The first (rank, peer) pair, in rank then peer order, whose check did not come out 0.
 BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows);
+/// Collective: gathers every rank's row and returns the first broken pair, the same on every rank.
+symmarResult_t agreePeerProbe(Bootstrap& bootstrap, const P2pRow& mine, BrokenPair* broken);
 /// One line for the log: the pair, what went wrong, the usual causes and what to set for NCCL.
 std::string describeBrokenPair(const BrokenPair& b);
 

@@ -2,6 +2,7 @@
 // verdict agreed by every rank, a failure turning the symmetric kernels off for the comm.
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -60,6 +61,8 @@ symmarResult_t CudaBackend::probeCoScheduling() {
                 "one GPU per rank (docs/integration.md)", bad);
     disableSymmetricKernels();
   }
+  checks_ += std::string(checks_.empty() ? "" : ", ") + "co-scheduling probe " +
+             (bad >= 0 ? "failed on rank " + std::to_string(bad) + " (symmetric kernels off)" : "met");
   return symmarSuccess;
 }
 
@@ -69,7 +72,10 @@ symmarResult_t CudaBackend::agreeP2pMode(P2pMode* mode) {
   int32_t agreed = kP2pTrust;
   for (int32_t m : modes) agreed = m > agreed ? m : agreed;
   *mode = static_cast<P2pMode>(agreed);
-  if (*mode == kP2pTrust) SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
+  if (*mode == kP2pTrust && topo_.topo.link == symmarLinkPcie) {
+    SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
+    checks_ += std::string(checks_.empty() ? "" : ", ") + "peer access trusted (SYMMAR_P2P=trust)";
+  }
   return symmarSuccess;
 }
 
@@ -89,10 +95,13 @@ symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
   P2pRow row{};
   for (int p = 0; p < kMaxRanks; ++p) row[static_cast<size_t>(p)] = err == cudaSuccess ? result[2 + p] : kP2pTimedOut;
   if (err != cudaSuccess) SYMMAR_WARN(kSubsysGpu, "peer-access probe failed to run: %s", cudaGetErrorString(err));
-  std::vector<P2pRow> rows;
-  SYMMAR_CHECK(gatherAll(*ctx_.bootstrap, row, &rows));
-  const BrokenPair b = firstBrokenPair(rows);
+  BrokenPair b;
+  SYMMAR_CHECK(agreePeerProbe(*ctx_.bootstrap, row, &b));
   *broken = b.rank >= 0;
+  checks_ += std::string(checks_.empty() ? "" : ", ") + "peer-access probe " +
+             (*broken ? "found ranks " + std::to_string(b.rank) + "-" + std::to_string(b.peer) +
+                            " broken, staging in host memory"
+                      : "passed");
   if (*broken) {
     SYMMAR_WARN(kSubsysGpu, "%s; the kernels stage through pinned host memory instead (SYMMAR_P2P=trust skips this "
                 "check)", describeBrokenPair(b).c_str());

@@ -1,16 +1,31 @@
 #include "emu/emu_comm.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
 namespace symmar {
 namespace emu {
 
-EmuComm::EmuComm(const EmuOptions& o) : o_(o), layout_(gpu::makeLayout(o.staging_bytes, o.heap_bytes)) {
-  const size_t bytes = (layout_.total + 4095) / 4096 * 4096;
+EmuComm::EmuComm(const EmuOptions& o)
+    : o_(o), layout_(gpu::makeLayout(o.staging_bytes, o.host_staged ? 0 : o.heap_bytes)) {
+  bytes_ = (layout_.total + 4095) / 4096 * 4096;
+  const size_t bytes = bytes_;
   for (int r = 0; r < o.world; ++r) {
-    char* base = static_cast<char*>(std::aligned_alloc(4096, bytes));
-    std::memset(base, 0, bytes);
+    char* base = nullptr;
+    if (o.host_staged) {
+      const int fd = memfd_create("symmar-emu-staging", MFD_CLOEXEC);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) std::abort();
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (p == MAP_FAILED) std::abort();
+      base = static_cast<char*>(p);
+    } else {
+      base = static_cast<char*>(std::aligned_alloc(4096, bytes));
+      std::memset(base, 0, bytes);
+    }
     // Every flag starts at the start epoch, as CudaBackend::initDeviceState sets them.
     const std::vector<char> pad = gpu::initialPad(o.epoch_start);
     std::memcpy(base + layout_.pad_off, pad.data(), pad.size());
@@ -35,7 +50,13 @@ EmuComm::EmuComm(const EmuOptions& o) : o_(o), layout_(gpu::makeLayout(o.staging
 
 EmuComm::~EmuComm() {
   if (o_.multicast) unregisterMulticast(&group_);
-  for (char* b : bases_) std::free(b);
+  for (char* b : bases_) {
+    if (o_.host_staged) {
+      munmap(b, bytes_);
+    } else {
+      std::free(b);
+    }
+  }
 }
 
 std::vector<char*> EmuComm::symmetricAlloc(size_t bytes) {

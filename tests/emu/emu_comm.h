@@ -23,6 +23,9 @@ struct EmuOptions {
   uint32_t epoch_start = 0;
   bool multicast = true;
   int timeout_ms = 20000;
+  /// As a pcie-nop2p comm builds it: every rank's allocation a shared memfd mapping (the segments a
+  /// GPU box registers as pinned host memory) and no user heap (inputs are always staged).
+  bool host_staged = false;
 };
 
 /// One allreduce as every rank issues it.
@@ -70,6 +73,7 @@ class EmuComm {
   };
   EmuOptions o_;
   gpu::HeapLayout layout_;
+  size_t bytes_ = 0;  ///< of each rank's allocation
   std::vector<char*> bases_;
   std::vector<SymmetricArena> arenas_;
   std::vector<std::unique_ptr<gpu::DeviceState>> states_;

@@ -1,6 +1,7 @@
 // What a first GPU run would have hit: ranks sharing a GPU must run at once (the co-scheduling
 // probe keeps the kernels), a late rank after a peer's timeout must not produce data, grids follow
 // the message size, and an NCCL-served call may be the first one captured in a CUDA graph.
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu_test_util.h"
@@ -97,6 +98,48 @@ TEST(GpuNccl, FirstCallInsideACapture) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaFree(buf);
+}
+
+}  // namespace
+}  // namespace symmar_gpu_test
+
+namespace symmar_gpu_test {
+namespace {
+
+// SYMMAR_P2P=off: the kernels stage through pinned host memory (link pcie-nop2p) even where peer
+// access exists; on one GPU this runs the host-memory path that PCIe boxes without P2P take.
+TEST(GpuHostStaged, P2pOffRunsTheKernelsThroughHostMemory) {
+  SKIP_WITHOUT_GPU();
+  setenv("SYMMAR_P2P", "off", 1);
+  LocalWorld w({0, 0, 0}, 10000, size_t{64} << 10);
+  unsetenv("SYMMAR_P2P");
+  ASSERT_TRUE(w.ok()) << w.error();
+  symmarTopology_t topo;
+  SYMMAR_OK(symmarCommTopology(w.comm(0), &topo));
+  ASSERT_EQ(symmarLinkPcieNoP2P, topo.link);
+  const size_t count = 50000;  // several 64 KiB chunks in f32
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    std::vector<float*> buf(3);
+    std::vector<std::vector<unsigned char>> in(3);
+    for (int r = 0; r < 3; ++r) {
+      in[r] = makeInput(symmarFloat32, count, r, 11);
+      CUDA_OK(devAlloc(&buf[r], count * 4));
+      CUDA_OK(cudaMemcpyAsync(buf[r], in[r].data(), count * 4, cudaMemcpyHostToDevice, w.stream(r)));
+    }
+    for (int r = 0; r < 3; ++r) {
+      SYMMAR_OK(symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, algo, w.comm(r), w.stream(r)));
+    }
+    CUDA_OK(w.sync());
+    const std::vector<double> ref = reference(symmarFloat32, symmarSum, in, count);
+    std::vector<unsigned char> out(count * 4);
+    for (int r = 0; r < 3; ++r) {
+      CUDA_OK(cudaMemcpy(out.data(), buf[r], count * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(ref[i], elemAt(symmarFloat32, out, i)) << symmarAlgoName(algo) << " rank " << r << " i " << i;
+      }
+      cudaFree(buf[r]);
+    }
+  }
 }
 
 }  // namespace

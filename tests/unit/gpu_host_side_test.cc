@@ -4,10 +4,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "core/schedule.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/kernel_launch.h"
@@ -267,4 +270,32 @@ TEST(GpuPeerProbe, ModeFromTheEnvironment) {
   setenv("SYMMAR_P2P", "sometimes", 1);
   EXPECT_EQ(p2pModeFromEnv(), kP2pProbe) << "unknown text probes";
   unsetenv("SYMMAR_P2P");
+}
+
+// The agreement: four ranks (threads over the real TCP bootstrap); only rank 2's probe saw its link
+// to rank 1 drop words. Every rank must reach the same verdict, naming that pair.
+TEST(GpuPeerProbe, OneRankSeesABrokenPairAndEveryRankAgrees) {
+  constexpr int kWorld = 4;
+  symmarUniqueId id;
+  ASSERT_EQ(makeUniqueId(&id), symmarSuccess);
+  std::vector<BrokenPair> verdicts(kWorld);
+  std::vector<symmarResult_t> results(kWorld, symmarInternalError);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> bs;
+      results[r] = createTcpBootstrap(id, r, kWorld, 20000, &bs);
+      if (results[r] != symmarSuccess) return;
+      P2pRow mine{};
+      if (r == 2) mine[1] = 37;  // 37 wrong words in what rank 2 exchanged with rank 1
+      results[r] = agreePeerProbe(*bs, mine, &verdicts[r]);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(results[r], symmarSuccess) << "rank " << r;
+    EXPECT_EQ(verdicts[r].rank, 2) << "rank " << r;
+    EXPECT_EQ(verdicts[r].peer, 1) << "rank " << r;
+    EXPECT_EQ(verdicts[r].outcome, 37) << "rank " << r;
+  }
 }
