@@ -12,7 +12,6 @@ Prints one line per form (median of 5 runs of N calls, in microseconds per call)
 overhead over the C call. Numbers for this machine are in docs/python.md.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import subprocess

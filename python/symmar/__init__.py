@@ -11,7 +11,8 @@ through $SYMMAR_LIBRARY, a copy shipped in this package, the build tree this pac
 installed from, then the loader's paths (docs/python.md).
 """
 from ._args import ALGOS, DTYPES, LINKS, OPS
-from ._core import Comm, get_unique_id, plan, version
+from ._api import get_unique_id, plan, version
+from ._core import Comm
 from ._errors import SymmarError
 from ._lib import UNIQUE_ID_BYTES, find_library, library_path
 from ._symmetric import SymmetricBuffer

@@ -8,10 +8,11 @@ import ctypes
 import weakref
 
 from . import _buffers
+from . import _general
 from . import _lib as L
-from ._args import (ALGOS, AVG, DTYPES, LINK_NAMES, LINKS, OP_CONVERTERS, OPS, config, dtype_name, int_arg,
-                    library_op, name_arg, op_arg)
-from ._errors import SymmarError, check, closed_error, result_name
+from ._api import _AllGather, _algo_name, _raise_gather_failure
+from ._args import ALGOS, AVG, DTYPES, LINK_NAMES, OP_CONVERTERS, config, dtype_name, int_arg, library_op, name_arg
+from ._errors import check, closed_error, result_name
 from ._symmetric import Owner, SymmetricBuffer
 
 try:
@@ -72,87 +73,6 @@ def enable_torch(torch):
     _torch = torch
 
 
-# ---- module functions ----
-
-def get_unique_id():
-    """A fresh rendezvous id (bytes, 128 long). Make it in any one process (a rank's, or a launcher
-    parent such as torch.multiprocessing.spawn's) and hand it to every rank; one id per comm."""
-    uid = L.UniqueId()
-    check(L.lib().symmarGetUniqueId(ctypes.byref(uid)))
-    return ctypes.string_at(ctypes.addressof(uid), L.UNIQUE_ID_BYTES)
-
-
-def version():
-    """The loaded library's version as (major, minor, patch)."""
-    v = ctypes.c_int()
-    check(L.lib().symmarGetVersion(ctypes.byref(v)))
-    return (v.value // 10000, v.value // 100 % 100, v.value % 100)
-
-
-def _algo_name(value):
-    return L.lib().symmarAlgoName(value).decode()
-
-
-def plan(cc=(12, 0), link="pcie", world=4, multicast=False, count=7168, dtype="bfloat16", op="sum"):
-    """The pure planner (symmarPlan): the algorithm name symmarAlgoAuto would run for this request
-    on the described machine, assuming its usual fallback (NCCL on a GPU, MPI on host memory);
-    Comm.plan answers for a real comm, which may lack the fallback."""
-    if not isinstance(cc, (tuple, list)) or len(cc) != 2:
-        raise TypeError("cc must be a (major, minor) tuple")
-    topo = L.Topology()
-    topo.cc_major = int_arg(cc[0], "cc major", 0)
-    topo.cc_minor = int_arg(cc[1], "cc minor", 0)
-    topo.link = name_arg(link, LINKS, "link")
-    topo.world_size = int_arg(world, "world", 1)
-    if not isinstance(multicast, (bool, int)):
-        raise TypeError("multicast must be a bool")
-    topo.multicast = 1 if multicast else 0
-    algo = ctypes.c_int()
-    check(L.lib().symmarPlan(ctypes.byref(topo), int_arg(count, "count", 0), DTYPES[dtype_name(dtype)],
-                             library_op(op), ctypes.byref(algo)))
-    return _algo_name(algo.value)
-
-
-class _AllGather:
-    """Adapts a Python allgather(bytes) -> list[bytes] to symmarAllGatherFn. Kept alive (with its
-    CFUNCTYPE) for the comm's lifetime: the library calls it for collective memory calls too."""
-
-    def __init__(self, fn, nranks):
-        self.fn = fn
-        self.nranks = nranks
-        self.error = None
-        self.c_fn = L.AllGatherFn(self._call)
-
-    def _call(self, send, recv, nbytes, _user):
-        try:
-            parts = list(self.fn(ctypes.string_at(send, nbytes)))
-            if len(parts) != self.nranks:
-                raise ValueError("allgather returned %d parts for %d ranks" % (len(parts), self.nranks))
-            for i, part in enumerate(parts):
-                part = bytes(part)
-                if len(part) != nbytes:
-                    raise ValueError("allgather part %d has %d bytes, expected %d" % (i, len(part), nbytes))
-                ctypes.memmove(recv + i * nbytes, part, nbytes)
-            return 0
-        except BaseException as e:  # never let an exception cross into C
-            self.error = e
-            return 1
-
-
-def _raise_gather_failure(res, gather):
-    """A failed creation through an allgather: the callback's exception is the cause; a callback
-    that gave up on its own deadline (TimeoutError) makes it a symmarTimeout."""
-    try:
-        check(res)
-    except SymmarError as e:
-        err = gather.error if gather is not None else None
-        if isinstance(err, TimeoutError):
-            raise SymmarError(7, "bootstrap: %s" % err) from err
-        if err is not None:
-            raise e from err
-        raise
-
-
 class Comm:
     """A symmar communicator: one rank of an intra-node allreduce group.
 
@@ -200,8 +120,11 @@ class Comm:
             if device >= 0:
                 self._device = device
             else:
-                import torch
-                self._device = torch.cuda.current_device()
+                try:
+                    import torch
+                    self._device = torch.cuda.current_device()
+                except ImportError:  # no torch: the ordinal of foreign device buffers goes unchecked
+                    self._device = _buffers.CUDA_UNKNOWN
 
     @classmethod
     def from_allgather(cls, nranks, rank, allgather, device="auto", timeout_ms=None, staging_bytes=None,
@@ -440,54 +363,10 @@ class Comm:
         check(res, self._handle)
 
     def _all_reduce_general(self, x, out, op, algo, dtype, stream):
-        opv = op_arg(op)
-        algov = name_arg(algo, ALGOS, "algo")
-        if stream is not None:
-            stream = int_arg(stream, "stream", 0)
-        if _torch is None:
-            import sys
-            if "torch" in sys.modules:
-                enable_torch(sys.modules["torch"])
-        xb = _buffers.resolve(x, dtype, "x", stream)
-        self._check_device(xb, "x")
-        if out is None:
-            out = _buffers.allocate_like(x, xb)
-            ob = _buffers.resolve(out, dtype, "out", stream)
-        elif out is x:
-            ob = xb
-        else:
-            ob = _buffers.resolve(out, dtype, "out", stream)
-            self._check_device(ob, "out")
-            if ob.code != xb.code:
-                raise ValueError("out has dtype %s but x %s" % (_dtname(ob.code), _dtname(xb.code)))
-            if ob.shape != xb.shape:
-                raise ValueError("out has shape %s but x %s" % (ob.shape, xb.shape))
-        if not ob.writable:
-            raise ValueError("out is read-only")
-        if opv == AVG:
-            _buffers.check_avg(ob)
-        if stream is None and xb.device >= 0 and _torch is not None and isinstance(x, _Tensor):
-            stream = _raw_stream(xb.device)
-        handle = self._live()
-        lib_op = 0 if opv == AVG else opv
-        if algov == 0:
-            res = _AR(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, handle, stream or None)
-        else:
-            res = L.lib().symmarAllReduceAlgo(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, algov, handle, stream or None)
-        if res:
-            self._fail(res)
-        if opv == AVG:
-            _buffers.divide(out, ob, self._nranks)
-        return out
+        return _general.all_reduce(self, x, out, op, algo, dtype, stream)
 
     def _check_device(self, buf, what):
-        if self._host and buf.device != _buffers.HOST:
-            raise ValueError("%s is device memory but this comm uses the host backend (device='cpu')" % what)
-        if not self._host:
-            if buf.device == _buffers.HOST:
-                raise ValueError("%s is host memory: it needs a host-backend comm (device='cpu')" % what)
-            if buf.device >= 0 and buf.device != self._device:
-                raise ValueError("%s is on cuda:%d but this comm on cuda:%d" % (what, buf.device, self._device))
+        _general.check_device(self, buf, what)
 
     # -- lifetime --
 
@@ -519,9 +398,3 @@ class Comm:
             return "<symmar.Comm closed>"
         return "<symmar.Comm rank %d/%d %s>" % (self._rank, self._nranks, "host" if self._host else "cuda")
 
-
-def _dtname(code):
-    for k, v in DTYPES.items():
-        if v == code:
-            return k
-    return str(code)

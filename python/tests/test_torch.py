@@ -11,7 +11,6 @@ import json
 import os
 import time
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (CI installs it in its cached venv)")
