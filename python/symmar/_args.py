@@ -26,7 +26,7 @@ _DTYPE_ALIASES = {
 OPS = {"sum": 0, "max": 1, "min": 2, "avg": 3}
 AVG = 3
 ALGOS = {"auto": 0, "oneshot": 1, "twoshot": 2, "multimem": 3, "nccl": 4, "mpi": 5}
-LINKS = {"unknown": 0, "nvswitch": 1, "nvlink": 2, "pcie": 3, "host": 4}
+LINKS = {"unknown": 0, "nvswitch": 1, "nvlink": 2, "pcie": 3, "host": 4, "pcie-nop2p": 5}
 LINK_NAMES = {v: k for k, v in LINKS.items()}
 
 # Hooks for ops of other libraries (symmar.torch registers torch.distributed.ReduceOp): type -> fn(op)

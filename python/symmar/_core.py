@@ -207,7 +207,7 @@ class Comm:
 
     @property
     def topology(self):
-        """dict: cc_major, cc_minor, link ("nvswitch"|"nvlink"|"pcie"|"host"|"unknown"), world_size, multicast."""
+        """dict: cc_major, cc_minor, link ("nvswitch"|"nvlink"|"pcie"|"pcie-nop2p"|"host"|"unknown"), world_size, multicast."""
         handle = self._live()
         t = L.Topology()
         check(L.lib().symmarCommTopology(handle, ctypes.byref(t)), handle)

@@ -323,6 +323,12 @@ def test_plan_pcie_blackwell_not_nccl():
     assert symmar.plan() == algo  # those are the defaults
 
 
+def test_plan_pcie_without_p2p_stages_through_host_memory():
+    """GPUs without peer access (link pcie-nop2p): one token at world 4 is one-shot, 1 MiB two-shot."""
+    assert symmar.plan(cc=(12, 0), link="pcie-nop2p", world=4, count=7168, dtype="bfloat16") == "oneshot"
+    assert symmar.plan(cc=(12, 0), link="pcie-nop2p", world=4, count=1 << 19, dtype="bfloat16") == "twoshot"
+
+
 def test_plan_unknown_capability_is_served():
     """A capability without rows of its own plans from its family's rows, else from the default rows:
     12.7 exactly as 12.0, and capabilities of families without rows all alike. (Any answer at all is
