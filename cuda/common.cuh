@@ -57,6 +57,9 @@ __device__ __forceinline__ uint32_t* failedWord(char* pad, int from) {
   return reinterpret_cast<uint32_t*>(pad + padFailedOffset(from));
 }
 
+/// Several threads may give up at once: the block's abort flag is set atomically.
+__device__ __forceinline__ void markAbort(BlockShared* sh) { atomicExch(&sh->abort, 1); }
+
 /// Records a failure in the comm's status words for the host, and pushes this rank's failed word
 /// into every pad (its own included). Both are sticky: every later kernel of this rank, and of every
 /// peer, exits at entry; a peer spinning on this rank sees the word in its own pad and gives up.
@@ -95,30 +98,39 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
   }
 }
 
-/// Start of every kernel. A comm that failed before (this rank's status, or a failed word a peer
-/// pushed into this rank's pad) exits here, before touching a flag or the user's buffers: a graph
-/// replay or a call queued before the host noticed never pairs with abandoned flags. Otherwise loads
-/// this block's epoch and waits until every peer finished its previous call (its done flag, pushed
-/// here: a local read that has almost always arrived), so nothing this call writes is still being
-/// read. False when the block must exit.
-__device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
+/// Entry of every kernel, after the grid dependency (programmatic dependent launch: the kernel
+/// that produced the input has finished). A comm that failed before (this rank's status, or a
+/// failed word a peer pushed into this rank's pad) makes the block exit here, before it touches a
+/// flag or the user's buffers: a graph replay or a call queued before the host noticed never pairs
+/// with abandoned data. True when the block may go on; ends with a block barrier.
+inline __device__ SYMMAR_NOINLINE bool entryCheck(const KernelArgs& a, BlockShared* sh) {
+  ptx::griddep_wait();
   const int t = threadIdx.x;
   if (t == 0) {
     sh->failed_before = ptx::ld_status(a.status) != 0;
     sh->abort = 0;
   }
-  *epoch = a.state->start_epoch[blockIdx.x];
-  const uint32_t calls = a.state->end_epoch;
   __syncthreads();
   if (sh->failed_before) return false;
-  if (t < a.world && t != a.rank) {
-    char* own = padOf(a, a.rank);
-    if (ptx::ld_acquire_sys(failedWord(own, t)) != 0) {
-      reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
-      sh->abort = 1;
-    } else if (!spinUntil(a, flagIn(own, t, kDoneBlock, sched::kSlotEnd), calls, t)) {
-      sh->abort = 1;
-    }
+  if (t < a.world && t != a.rank && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
+    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+    markAbort(sh);
+  }
+  __syncthreads();
+  return sh->abort == 0;
+}
+
+/// Start of every barrier kernel: the entry check, then loads this block's epoch and waits until
+/// every peer finished its previous call (its done flag, pushed here: a local read that has almost
+/// always arrived), so nothing this call writes is still being read. False when the block must exit.
+__device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
+  if (!entryCheck(a, sh)) return false;
+  const int t = threadIdx.x;
+  *epoch = a.state->start_epoch[blockIdx.x];
+  const uint32_t calls = a.state->end_epoch;
+  if (t < a.world && t != a.rank &&
+      !spinUntil(a, flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd), calls, t)) {
+    markAbort(sh);
   }
   __syncthreads();
   return sh->abort == 0;
@@ -148,10 +160,10 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
       // this rank read outside the mapping. Fail the call instead.
       if (d != kStagedInput && (d - a.input_lo >= a.input_span || d % sched::kVecBytes != 0)) {
         reportFailure(a, t, symmarPeerFailure, kReasonBadInputOffset);
-        sh->abort = 1;
+        markAbort(sh);
       }
     } else {
-      sh->abort = 1;
+      markAbort(sh);
     }
   }
   __syncthreads();
@@ -163,6 +175,7 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
 /// rank's user buffer in place, which the caller may overwrite as soon as the kernel ends).
 __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, uint32_t epoch, bool wait_peers) {
   const int t = threadIdx.x;
+  ptx::griddep_launch_dependents();  // the next kernel's prologue may start; its input reads still wait for us
   __syncthreads();
   if (t == 0) {
     a.state->start_epoch[blockIdx.x] = epoch;

@@ -19,6 +19,10 @@ constexpr int kThreads = SYMMAR_EMU_THREADS;
 constexpr int kThreads = 512;
 #endif
 static_assert(kThreads >= kMaxRanks, "the barriers use one thread per peer");
+/// Threads per block of the lamport kernel: its read loop keeps every peer's vector in flight, so
+/// it runs half the threads with twice the registers each (no spills at 8 ranks).
+constexpr int kLamportThreads = kThreads / 2;
+static_assert(kLamportThreads >= kMaxRanks, "lamport uses one thread per peer for the trailers");
 /// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit input offset that
 /// travels with a start flag (where the publishing rank's input for this chunk lives).
 constexpr size_t kInputWordOffset = sched::kFlagInputWord;
@@ -71,6 +75,9 @@ struct DeviceState {
   uint32_t end_epoch;                       ///< calls completed (rank-level done flag value)
   uint32_t done_count;                      ///< blocks of the running call that finished
   uint32_t reported;                        ///< non-zero once a block claimed the status words
+  uint32_t lamport_calls;                   ///< lamport calls completed (the buffer in use rotates with it)
+  uint32_t lamport_done;                    ///< blocks of the running lamport call that finished
+  uint32_t lamport_used[sched::kLamportBuffers];  ///< vectors per slot the last call of each buffer wrote
 };
 
 /// Status words in mapped host memory: [0] result code (symmarTimeout or symmarPeerFailure),
@@ -81,6 +88,7 @@ enum FailureReason : int {
   kReasonTimeout = 1,         ///< a spin on peer [1] passed the timeout
   kReasonBadInputOffset = 2,  ///< peer [1] published an input offset outside its heap
   kReasonPeerFailed = 3,      ///< peer [1] had already failed (its failed word was set)
+  kReasonCallMismatch = 4,    ///< peer [1]'s lamport call had another count, dtype, op or place in the order
 };
 
 struct KernelArgs {
@@ -93,6 +101,7 @@ struct KernelArgs {
   char* mc_base;          ///< multicast mapping of the staging buffer (multimem only)
   size_t pad_off;         ///< offset of the signal pad in an allocation
   size_t staging_off;     ///< offset of the staging buffer in an allocation
+  size_t lamport_off;     ///< offset of the lamport buffers in an allocation
   size_t staging_bytes;
   size_t chunk_elems;    ///< sched::chunkElems for this dtype and world
   uint64_t send_offset;  ///< offset of send in own allocation when peers may read it in place; else kStagedInput
@@ -133,6 +142,7 @@ const void* peerAccessProbeKernel();
 const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op);
+const void* lamportKernel(symmarDataType_t dtype, symmarRedOp_t op);
 
 }  // namespace gpu
 }  // namespace symmar

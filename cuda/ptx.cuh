@@ -105,6 +105,35 @@ __device__ __forceinline__ uint4 ld_vec(const void* p) {
   return v;
 }
 
+/// Lamport data: 16-byte volatile accesses (morally strong, never cached stale in L1). A reader
+/// checks each lane for the empty pattern, so a vector seen half written is simply read again.
+__device__ __forceinline__ void st_volatile_vec(void* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_volatile_vec(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+/// Programmatic dependent launch (sm_90+): wait until the grid this one depends on has finished
+/// and its memory is visible (before the first read of user input or of the comm's state), and
+/// let the next grid start its own prologue. No-ops where PDL does not exist or was not requested.
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- multimem: reductions through the NVSwitch (SM90+, multicast addresses only) ----
 // f16/bf16 sums accumulate in fp32 inside the switch (.acc::f32), which PTX allows only for add;
 // max/min of f16/bf16 are exact without it. There is no f32 max/min here on purpose: the planner

@@ -14,18 +14,21 @@ namespace gpu {
 struct F32 {
   using Bits = uint32_t;
   using Tag = ptx::F32Tag;
+  static constexpr int kType = symmarFloat32;
   static __device__ __forceinline__ float toFloat(Bits b) { return __uint_as_float(b); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __float_as_uint(f); }
 };
 struct F16 {
   using Bits = uint16_t;
   using Tag = ptx::F16Tag;
+  static constexpr int kType = symmarFloat16;
   static __device__ __forceinline__ float toFloat(Bits b) { return __half2float(__ushort_as_half(b)); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __half_as_ushort(__float2half_rn(f)); }
 };
 struct BF16 {
   using Bits = uint16_t;
   using Tag = ptx::BF16Tag;
+  static constexpr int kType = symmarBfloat16;
   static __device__ __forceinline__ float toFloat(Bits b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 };

@@ -57,6 +57,12 @@ typedef enum {
   symmarAlgoMultimem = 3, /**< NVLink SHARP: multimem.ld_reduce + multimem.st (NVSwitch, SM90+) */
   symmarAlgoNccl = 4,     /**< ncclAllReduce (GPU fallback) */
   symmarAlgoMpi = 5,      /**< MPI_Allreduce (host fallback, needs libsymmar_mpi) */
+  /** Barrier-free one-shot for the smallest messages (at most 256 KiB): each rank pushes its input
+      into every peer's buffer and readers wait on the data itself, -0.0 in every 16-bit half
+      meaning "not written yet". f16/bf16 inputs' -0.0 is sent as +0.0 and the one f32 value with
+      that bit pattern (the denormal -4.6e-41) as -0.0, so a result can differ from one-shot only in
+      the sign of a zero sum or by that denormal. */
+  symmarAlgoLamport = 6,
   symmarNumAlgos
 } symmarAlgo_t;
 
@@ -117,7 +123,7 @@ const char* symmarGetLastError(symmarComm_t comm);
 symmarResult_t symmarReportError(symmarResult_t code, const char* text);
 /** Writes SYMMAR_VERSION_CODE of the loaded library. */
 symmarResult_t symmarGetVersion(int* version);
-/** "auto","oneshot","twoshot","multimem","nccl","mpi"; "unknown" for out-of-range values. */
+/** "auto","oneshot","twoshot","multimem","nccl","mpi","lamport"; "unknown" for out-of-range values. */
 const char* symmarAlgoName(symmarAlgo_t algo);
 
 /**

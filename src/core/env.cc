@@ -57,6 +57,10 @@ const EnvVarInfo kRegistry[] = {
      "moves the kernels' staging to pinned host memory), trust skips the check, off never uses peer access (host "
      "memory from the start). Ranks use the most careful mode any of them asks for.",
      kText, kNone, kNone, kNone},
+    {"SYMMAR_PDL", "0 or 1", "1",
+     "GPU kernels on sm_90+ launch with programmatic dependent launch: a kernel starts while the one before it "
+     "ends and waits on the device before its first read of input.",
+     kInteger, 1, 0, 1},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
      "First barrier epoch of new comms (rank 0's value); set near 4294967295 to exercise epoch wrap (testing).",
      kInteger, 0, 0, UINT32_MAX},

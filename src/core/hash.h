@@ -20,7 +20,10 @@ inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = kFnvOffset) {
 }
 
 /// One FNV-1a step over a whole 64-bit value (not its 8 bytes): how a sequence of fields is
-/// hashed, e.g. h = fnv1aMix(fnv1aMix(kFnvOffset, a), b).
+/// hashed, e.g. h = fnv1aMix(fnv1aMix(kFnvOffset, a), b). Device code uses it too (lamport trailers).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
 inline constexpr uint64_t fnv1aMix(uint64_t h, uint64_t value) { return (h ^ value) * kFnvPrime; }
 
 }  // namespace symmar

@@ -6,7 +6,7 @@
 
 namespace symmar {
 namespace {
-const char* const kAlgoNames[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi"};
+const char* const kAlgoNames[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi", "lamport"};
 const char* const kLinkNames[] = {"unknown", "nvswitch", "nvlink", "pcie", "host", "pcie-nop2p"};
 const char* const kDtypeNames[] = {"float32", "float16", "bfloat16", "int32", "float64"};
 const char* const kOpNames[] = {"sum", "max", "min"};

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/hash.h"
+
 #if defined(__CUDACC__)
 #define SYMMAR_HD __host__ __device__ __forceinline__
 #else
@@ -43,6 +45,32 @@ constexpr size_t kFlagBytes = static_cast<size_t>(kMaxBlocks) * kBarrierSlots * 
 /// Signal pad bytes per rank of the host backend (the GPU pad, which holds one flag per peer, is
 /// laid out in cuda/kernel_args.h).
 constexpr size_t kSignalPadBytes = kFlagBytes;
+
+// ---- lamport: the barrier-free one-shot ----
+// Each rank pushes its input into its slot of every peer's current buffer; a reader waits on the
+// data itself. A slot holds the message (at most kLamportMaxBytes) and, in the vector after it, a
+// trailer that carries the call's signature. Three buffers rotate, so a rank can clear the buffer
+// of its previous call while peers already write the next one (a peer runs at most one call ahead:
+// it cannot finish a call without this rank's data for it).
+constexpr size_t kLamportMaxBytes = size_t{256} << 10;
+constexpr int kLamportBuffers = 3;
+/// "Not written yet": every 16-bit half -0.0 in half precision. For f16/bf16 inputs -0.0 is sent as
+/// +0.0; for f32 the one word with this bit pattern (a negative denormal, -4.6e-41) is sent as -0.0.
+constexpr uint32_t kLamportEmpty = 0x80008000u;
+constexpr size_t kLamportSlotBytes = (kLamportMaxBytes + kVecBytes + 127) / 128 * 128;
+SYMMAR_HD size_t lamportSlotOffset(int buffer, int from, int world) {
+  return (static_cast<size_t>(buffer) * static_cast<size_t>(world) + static_cast<size_t>(from)) * kLamportSlotBytes;
+}
+/// Bytes of a rank's lamport area for a comm of world ranks.
+SYMMAR_HD size_t lamportAreaBytes(int world) { return lamportSlotOffset(kLamportBuffers, 0, world); }
+/// The call's signature as the 4 words of a trailer: 15 bits of the signature in the low half of
+/// each word and 1 in the high half, so no 16-bit half is ever the empty pattern.
+SYMMAR_HD uint32_t lamportTrailerWord(uint64_t count, int dtype, int op, uint32_t call, int word) {
+  const uint64_t h = fnv1aMix(fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)),
+                                       static_cast<uint64_t>(op)),
+                              call);
+  return static_cast<uint32_t>((h >> (15 * word)) & 0x7fffu) | 0x10000u;
+}
 
 /// Half-open element range [begin, end).
 struct Range {

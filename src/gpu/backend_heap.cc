@@ -34,13 +34,16 @@ void CudaBackend::useHostStaging() {
   topo_.topo.link = symmarLinkPcieNoP2P;
   topo_.topo.multicast = 0;
   // No user heap in host memory: symmarMemAlloc hands out device memory, and inputs are staged.
-  layout_ = makeLayout(layout_.staging_bytes, 0);
+  layout_ = makeLayout(layout_.staging_bytes, 0, ctx_.nranks);
 }
 
 symmarResult_t CudaBackend::initPad() {
   if (have_heap_) {
+    char* own = bases_[static_cast<size_t>(ctx_.rank)];
     const std::vector<char> pad = initialPad(epoch_start_);
-    SYMMAR_CUDA_TRY(cudaMemcpy(bases_[static_cast<size_t>(ctx_.rank)] + layout_.pad_off, pad.data(), pad.size(),
+    SYMMAR_CUDA_TRY(cudaMemcpy(own + layout_.pad_off, pad.data(), pad.size(), cudaMemcpyHostToDevice));
+    const std::vector<uint32_t> lamport = initialLamport(ctx_.nranks);
+    SYMMAR_CUDA_TRY(cudaMemcpy(own + layout_.lamport_off, lamport.data(), lamport.size() * sizeof(uint32_t),
                                cudaMemcpyHostToDevice));
   }
   SYMMAR_CUDA_TRY(cudaDeviceSynchronize());

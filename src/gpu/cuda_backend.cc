@@ -66,10 +66,11 @@ symmarResult_t CudaBackend::resolveSettings() {
   // Every size and the start epoch arrive agreed across ranks (api_comm.cc); the floor and the
   // rounding below are the same on every rank, so the layouts stay equal.
   timeout_ms_ = s.timeout_ms;
+  pdl_ = envNumber("SYMMAR_PDL") != 0;  // on sm_90+ only: see init
   epoch_start_ = s.epoch_start;
   const size_t staging = std::max(kMinStagingBytes, s.staging_bytes / 256 * 256);
   const size_t heap = s.heap_bytes;
-  layout_ = makeLayout(staging, heap);
+  layout_ = makeLayout(staging, heap, ctx_.nranks);
   return symmarSuccess;
 }
 
@@ -84,10 +85,11 @@ symmarResult_t CudaBackend::initBlocks() {
     for (int o = 0; o < symmarNumOps; ++o) {
       const auto dt = static_cast<symmarDataType_t>(d);
       const auto op = static_cast<symmarRedOp_t>(o);
-      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op)}) {
+      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op), lamportKernel(dt, op)}) {
         if (!k) continue;
         int n = 0;
-        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, 0);
+        const int threads = k == lamportKernel(dt, op) ? kLamportThreads : kThreads;
+        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0);
         if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
             err == cudaErrorUnsupportedPtxVersion) {
           // Built without code for this GPU (e.g. an A100 or L40S with the default architectures):
@@ -149,6 +151,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   SYMMAR_CUDA_TRY(cudaSetDevice(device_));
   SYMMAR_CUDA_TRY(cudaFree(nullptr));  // creates the primary context the driver calls use
   SYMMAR_CHECK(probeTopology(ctx_, device_, &topo_));
+  pdl_ = pdl_ && topo_.topo.cc_major >= 9;
   SYMMAR_CHECK(initBlocks());
 
   // The planner reads fallbacks(): it must be the same on every rank. NCCL cannot put two ranks
@@ -235,11 +238,28 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
     return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
                 dtypeName(dtype), opName(op));
   }
+  if (algo == symmarAlgoLamport && (topo_.host_staged || count * symmarTypeSize(dtype) > sched::kLamportMaxBytes)) {
+    return fail(symmarUnsupported, "lamport serves messages of at most %zu bytes over peer access (this one: %zu "
+                "bytes%s)", sched::kLamportMaxBytes, count * symmarTypeSize(dtype),
+                topo_.host_staged ? ", staging in host memory" : "");
+  }
   const LaunchContext lc = launchContext();
   KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);
   void* params[] = {&a};
-  const unsigned grid = static_cast<unsigned>(gridFor(lc, count, dtype));
-  SYMMAR_CUDA_TRY(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), params, 0, s));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(gridFor(lc, count, dtype)));
+  cfg.blockDim = dim3(static_cast<unsigned>(threadsFor(algo)));
+  cfg.stream = s;
+  // Programmatic dependent launch: the kernel may start while the one producing its input ends;
+  // every kernel waits (griddepcontrol.wait) before its first read of input or state.
+  cudaLaunchAttribute pdl{};
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  if (pdl_) {
+    cfg.attrs = &pdl;
+    cfg.numAttrs = 1;
+  }
+  SYMMAR_CUDA_TRY(cudaLaunchKernelExC(&cfg, kernel, params));
   return symmarSuccess;
 }
 
@@ -252,6 +272,9 @@ symmarResult_t CudaBackend::asyncError() {
     case kReasonBadInputOffset:
       return fail(code, "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
                   ctx_.rank, st[1], st[2]);
+    case kReasonCallMismatch:
+      return fail(code, "rank %d: rank %d's lamport call differed in count, dtype, op or order (every rank must "
+                  "make the same calls in the same order); the comm is failed", ctx_.rank, st[1]);
     case kReasonPeerFailed:
       return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", ctx_.rank,
                   st[1]);

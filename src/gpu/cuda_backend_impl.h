@@ -55,7 +55,8 @@ class CudaBackend : public Backend {
   symmarResult_t buildHeap();
   /// From now on the kernels stage through pinned host memory (link pcie-nop2p, no user heap).
   void useHostStaging();
-  /// Every flag of this rank's pad at the start epoch (before any kernel of any rank runs).
+  /// Every flag of this rank's pad at the start epoch and its lamport buffers empty (before any
+  /// kernel of any rank runs).
   symmarResult_t initPad();
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
   LaunchContext launchContext() const;
@@ -79,6 +80,7 @@ class CudaBackend : public Backend {
   int* status_dev_ = nullptr;
   NcclFallback nccl_;
   bool nccl_ok_ = false;
+  bool pdl_ = false;  ///< launch with programmatic dependent launch (SYMMAR_PDL, sm_90+)
   std::string checks_;  ///< what the start-up probes found (BackendFacts::checks)
 };
 

@@ -13,12 +13,14 @@ size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes) {
+HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes, int world) {
   HeapLayout l;
   l.staging_off = 0;  // first: the multicast object binds [0, staging) at offset 0 of the allocation
   l.staging_bytes = staging_bytes;
   l.pad_off = roundUp(staging_bytes, 256);
-  l.heap_off = roundUp(l.pad_off + kPadBytes, 256);
+  l.lamport_off = roundUp(l.pad_off + kPadBytes, 256);
+  l.lamport_bytes = sched::lamportAreaBytes(world);
+  l.heap_off = roundUp(l.lamport_off + l.lamport_bytes, 256);
   l.heap_bytes = heap_bytes;
   l.total = l.heap_off + heap_bytes;
   return l;
@@ -34,6 +36,10 @@ std::vector<char> initialPad(uint32_t epoch_start) {
     }
   }
   return pad;
+}
+
+std::vector<uint32_t> initialLamport(int world) {
+  return std::vector<uint32_t>(sched::lamportAreaBytes(world) / sizeof(uint32_t), sched::kLamportEmpty);
 }
 
 int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype) {
@@ -81,6 +87,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.mc_base = ctx.mc_base;
   a.pad_off = ctx.layout.pad_off;
   a.staging_off = ctx.layout.staging_off;
+  a.lamport_off = ctx.layout.lamport_off;
   a.staging_bytes = ctx.layout.staging_bytes;
   a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
   a.send_offset = inPlaceInputOffset(ctx, send, recv, count * elem, algo);
@@ -115,6 +122,8 @@ const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op
       return twoShotKernel(dtype, op);
     case symmarAlgoMultimem:
       return multicast ? multimemKernel(dtype, op) : nullptr;
+    case symmarAlgoLamport:
+      return lamportKernel(dtype, op);
     default:
       return nullptr;
   }

@@ -14,18 +14,22 @@
 namespace symmar {
 namespace gpu {
 
-/// Layout of every rank's symmetric allocation: [staging | signal pad | user heap].
+/// Layout of every rank's symmetric allocation: [staging | signal pad | lamport buffers | user heap].
 struct HeapLayout {
   size_t pad_off = 0;
   size_t staging_off = 0;
   size_t staging_bytes = 0;
+  size_t lamport_off = 0;
+  size_t lamport_bytes = 0;
   size_t heap_off = 0;
   size_t heap_bytes = 0;
   size_t total = 0;  ///< bytes the layout needs before rounding to the allocation granularity
 };
-/// Staging first (the multicast object binds only it, from offset 0), then pad and heap at 256-byte
-/// boundaries.
-HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes);
+/// Staging first (the multicast object binds only it, from offset 0), then pad, lamport buffers (for
+/// world ranks) and heap at 256-byte boundaries.
+HeapLayout makeLayout(size_t staging_bytes, size_t heap_bytes, int world);
+/// Lamport buffers as they must be before the first call: every word kLamportEmpty.
+std::vector<uint32_t> initialLamport(int world);
 /// A signal pad as it must be before the first kernel: every flag at epoch_start, every failed and
 /// probe word 0.
 std::vector<char> initialPad(uint32_t epoch_start);
@@ -55,6 +59,8 @@ void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uin
 /// Blocks a call launches: one per ctx.bytes_per_block of its (first) chunk, at least 1, at most
 /// ctx.max_blocks. Depends only on the call and on comm-wide values, so every rank launches the same grid.
 int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype);
+/// Threads per block of the kernel serving algo.
+inline int threadsFor(symmarAlgo_t algo) { return algo == symmarAlgoLamport ? kLamportThreads : kThreads; }
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);

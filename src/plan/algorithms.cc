@@ -1,6 +1,7 @@
 #include "plan/algorithms.h"
 
 #include "core/names.h"
+#include "core/schedule.h"
 #include "plan/arch.h"
 
 namespace symmar {
@@ -26,6 +27,12 @@ bool multimem(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t op, u
          archSupportsMultimem(t.cc_major, t.cc_minor) && kernelDtype(d) && !(d == symmarFloat32 && op != symmarSum);
 }
 
+/// Lamport: GPUs with peer access (it pushes into peers' memory) and the host backend's twin.
+bool lamport(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t, uint32_t) {
+  const bool peer = t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
+  return t.link == symmarLinkHostMemory || (peer && kernelDtype(d));
+}
+
 bool nccl(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
   return t.cc_major > 0 && t.link != symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoNccl));
 }
@@ -35,15 +42,16 @@ bool mpi(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fa
 }
 
 const AlgorithmTraits kTraits[] = {
-    {symmarAlgoOneShot, symmetric, true},
-    {symmarAlgoTwoShot, symmetric, true},
-    {symmarAlgoMultimem, multimem, false},
-    {symmarAlgoNccl, nccl, false},
-    {symmarAlgoMpi, mpi, false},
+    {symmarAlgoOneShot, symmetric, true, 0},
+    {symmarAlgoTwoShot, symmetric, true, 0},
+    {symmarAlgoMultimem, multimem, false, 0},
+    {symmarAlgoNccl, nccl, false, 0},
+    {symmarAlgoMpi, mpi, false, 0},
+    {symmarAlgoLamport, lamport, false, sched::kLamportMaxBytes},
 };
 
 bool never(const symmarTopology_t&, symmarDataType_t, symmarRedOp_t, uint32_t) { return false; }
-const AlgorithmTraits kNone = {symmarAlgoAuto, never, false};
+const AlgorithmTraits kNone = {symmarAlgoAuto, never, false, 0};
 
 }  // namespace
 

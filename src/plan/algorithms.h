@@ -17,6 +17,8 @@ struct AlgorithmTraits {
   /// Peers may read a send buffer in the symmetric heap in place (no staging copy). Multimem may
   /// not: the multicast view needs the same offset on every rank, which only staging gives.
   bool peers_read_inputs_in_place;
+  /// Largest message (bytes per rank) it serves; 0: any.
+  uint64_t max_bytes;
 };
 
 /// Traits of a concrete algorithm (not symmarAlgoAuto: it implements nothing).

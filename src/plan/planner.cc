@@ -52,8 +52,10 @@ uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, sy
 }
 
 symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
-  auto servable = [available](symmarAlgo_t a) {
+  auto servable = [available, bytes](symmarAlgo_t a) {
     if (a == symmarAlgoMultimem && !(available & algoBit(a))) a = symmarAlgoTwoShot;
+    const uint64_t limit = algorithmTraits(a).max_bytes;
+    if (limit != 0 && bytes > limit) return symmarAlgoAuto;  // lamport's buffers hold 256 KiB
     return (available & algoBit(a)) ? a : symmarAlgoAuto;
   };
   for (int i = 0; i < row.num_entries; ++i) {

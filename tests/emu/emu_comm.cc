@@ -10,7 +10,7 @@ namespace symmar {
 namespace emu {
 
 EmuComm::EmuComm(const EmuOptions& o)
-    : o_(o), layout_(gpu::makeLayout(o.staging_bytes, o.host_staged ? 0 : o.heap_bytes)) {
+    : o_(o), layout_(gpu::makeLayout(o.staging_bytes, o.host_staged ? 0 : o.heap_bytes, o.world)) {
   bytes_ = (layout_.total + 4095) / 4096 * 4096;
   const size_t bytes = bytes_;
   for (int r = 0; r < o.world; ++r) {
@@ -29,6 +29,8 @@ EmuComm::EmuComm(const EmuOptions& o)
     // Every flag starts at the start epoch, as CudaBackend::initDeviceState sets them.
     const std::vector<char> pad = gpu::initialPad(o.epoch_start);
     std::memcpy(base + layout_.pad_off, pad.data(), pad.size());
+    const std::vector<uint32_t> lamport = gpu::initialLamport(o.world);
+    std::memcpy(base + layout_.lamport_off, lamport.data(), lamport.size() * sizeof(uint32_t));
     bases_.push_back(base);
     arenas_.emplace_back(layout_.heap_bytes);
     auto state = std::make_unique<gpu::DeviceState>();
@@ -97,7 +99,8 @@ bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
   for (int r : ranks) {
     gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
                                             call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
-    launches.push_back(Launch{kernel, gpu::gridFor(context(r), call.count, call.dtype), a});
+    launches.push_back(Launch{kernel, gpu::gridFor(context(r), call.count, call.dtype), a, nullptr,
+                              gpu::threadsFor(call.algo)});
   }
   runConcurrently(launches);
   return true;

@@ -41,6 +41,26 @@ inline int ld_status(const volatile int* p) {
 inline long long globaltimer() { return ::symmar::emu::clockNanos(); }
 /// The unicast and multicast views are the same host memory here: nothing to order.
 inline void fence_proxy_alias() {}
+/// Lamport data as four relaxed 32-bit atomics: each lane is written and read whole (a 16-bit lane
+/// lies inside one 32-bit word), and ThreadSanitizer sees no plain race on data the protocol reads
+/// while peers write it.
+inline void st_volatile_vec(void* p, uint4 v) {
+  uint32_t* w = static_cast<uint32_t*>(p);
+  const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
+  for (int i = 0; i < 4; ++i) std::atomic_ref<uint32_t>(w[i]).store(lanes[i], std::memory_order_relaxed);
+}
+inline uint4 ld_volatile_vec(const void* p) {
+  uint32_t* w = static_cast<uint32_t*>(const_cast<void*>(p));
+  uint4 v;
+  v.x = std::atomic_ref<uint32_t>(w[0]).load(std::memory_order_relaxed);
+  v.y = std::atomic_ref<uint32_t>(w[1]).load(std::memory_order_relaxed);
+  v.z = std::atomic_ref<uint32_t>(w[2]).load(std::memory_order_relaxed);
+  v.w = std::atomic_ref<uint32_t>(w[3]).load(std::memory_order_relaxed);
+  return v;
+}
+/// Programmatic dependent launch: the emulator's gate stands for the grid this one depends on.
+inline void griddep_wait() { ::symmar::emu::gridDependencyWait(); }
+inline void griddep_launch_dependents() {}
 inline uint4 ld_vec(const void* p) {
   uint4 v;
   std::memcpy(&v, p, sizeof(v));

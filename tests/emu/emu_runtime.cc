@@ -153,6 +153,36 @@ WorkerPool& pool() {
 
 }  // namespace
 
+namespace {
+struct DependencyGate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool closed = false;
+};
+DependencyGate& gate() {
+  static DependencyGate g;
+  return g;
+}
+}  // namespace
+
+void setGridDependency(bool closed) {
+  std::lock_guard<std::mutex> lock(gate().mutex);
+  gate().closed = closed;
+}
+
+void openGridDependency() {
+  {
+    std::lock_guard<std::mutex> lock(gate().mutex);
+    gate().closed = false;
+  }
+  gate().cv.notify_all();
+}
+
+void gridDependencyWait() {
+  std::unique_lock<std::mutex> lock(gate().mutex);
+  gate().cv.wait(lock, [] { return !gate().closed; });
+}
+
 void runConcurrently(const std::vector<Launch>& launches) {
   using Kernel = void (*)(gpu::KernelArgs);
   using ProbeKernel = void (*)(gpu::ProbeArgs);
@@ -161,14 +191,14 @@ void runConcurrently(const std::vector<Launch>& launches) {
   for (const Launch& l : launches) {
     const Kernel kernel = reinterpret_cast<Kernel>(const_cast<void*>(l.kernel));
     for (int b = 0; b < l.blocks; ++b) {
-      blocks.push_back(std::make_unique<BlockContext>(gpu::kThreads));
+      blocks.push_back(std::make_unique<BlockContext>(l.threads));
       BlockContext* block = blocks.back().get();
-      for (int t = 0; t < gpu::kThreads; ++t) {
+      for (int t = 0; t < l.threads; ++t) {
         jobs.emplace_back([=] {
           ThreadContext& ctx = threadContext();
           ctx.thread_idx = Dim3{static_cast<unsigned>(t), 0, 0};
           ctx.block_idx = Dim3{static_cast<unsigned>(b), 0, 0};
-          ctx.block_dim = Dim3{static_cast<unsigned>(gpu::kThreads), 1, 1};
+          ctx.block_dim = Dim3{static_cast<unsigned>(l.threads), 1, 1};
           ctx.grid_dim = Dim3{static_cast<unsigned>(l.blocks), 1, 1};
           ctx.block = block;
           if (l.probe) {

@@ -80,6 +80,12 @@ void unregisterMulticast(const MulticastGroup* group);
 /// Every rank's unicast address behind a multicast address (aborts if none is registered).
 std::vector<char*> unicastTargets(const void* mc);
 
+/// Programmatic dependent launch: while a gate is set, griddep_wait() in a kernel blocks until the
+/// test opens it (standing for the grid the kernel depends on finishing); without one it returns.
+void setGridDependency(bool closed);
+void openGridDependency();
+void gridDependencyWait();
+
 /// One rank's kernel launch: grid of blocks x kThreads threads. An allreduce kernel takes args; the
 /// co-scheduling probe (when probe is set) takes *probe instead.
 struct Launch {
@@ -87,6 +93,7 @@ struct Launch {
   int blocks;
   gpu::KernelArgs args;
   const gpu::ProbeArgs* probe = nullptr;
+  int threads = gpu::kThreads;  ///< per block
 };
 /// Runs every launch's grid concurrently (as ranks' kernels run at once on their GPUs) and
 /// returns when every emulated thread has exited.
@@ -129,6 +136,7 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_acq_rel);
 }
+inline int atomicExch(int* p, int value) { return std::atomic_ref<int>(*p).exchange(value, std::memory_order_acq_rel); }
 inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
   std::atomic_ref<unsigned>(*p).compare_exchange_strong(compare, value, std::memory_order_acq_rel);
   return compare;  // the old value, as CUDA's atomicCAS returns it

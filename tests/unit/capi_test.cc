@@ -41,7 +41,8 @@ TEST(CApi, VersionAndNames) {
   ASSERT_EQ(symmarGetVersion(&v), symmarSuccess);
   EXPECT_EQ(v, SYMMAR_VERSION_CODE);
   EXPECT_EQ(symmarGetVersion(nullptr), symmarInvalidArgument);
-  const char* expect[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi"};
+  const char* expect[] = {"auto", "oneshot", "twoshot", "multimem", "nccl", "mpi", "lamport"};
+  static_assert(sizeof(expect) / sizeof(expect[0]) == symmarNumAlgos, "a name for every algorithm");
   for (int a = 0; a < symmarNumAlgos; ++a) EXPECT_STREQ(symmarAlgoName(static_cast<symmarAlgo_t>(a)), expect[a]);
   EXPECT_STREQ(symmarAlgoName(static_cast<symmarAlgo_t>(42)), "unknown");
   EXPECT_EQ(symmarTypeSize(symmarBfloat16), 2u);

@@ -123,12 +123,15 @@ TEST(GpuTopology, RanksSharingOneGpu) {
 TEST(GpuHeap, LayoutRegionsAreAlignedAndDisjoint) {
   for (size_t staging : {size_t(64) << 10, size_t(8) << 20, (size_t(8) << 20) + 100}) {
     for (size_t heap : {size_t(0), size_t(1) << 20, size_t(256) << 20}) {
-      HeapLayout l = makeLayout(staging, heap);
+      HeapLayout l = makeLayout(staging, heap, 4);
       EXPECT_EQ(l.staging_off, 0u) << "the multicast object binds the staging buffers from offset 0";
       EXPECT_GE(l.pad_off, staging);
       EXPECT_EQ(l.pad_off % 256, 0u);
       EXPECT_EQ(l.heap_off % 256, 0u);
-      EXPECT_GE(l.heap_off, l.pad_off + kPadBytes);
+      EXPECT_GE(l.lamport_off, l.pad_off + kPadBytes);
+      EXPECT_EQ(l.lamport_off % 256, 0u);
+      EXPECT_EQ(l.lamport_bytes, sched::lamportAreaBytes(4));
+      EXPECT_GE(l.heap_off, l.lamport_off + l.lamport_bytes);
       EXPECT_EQ(l.total, l.heap_off + heap);
     }
   }
@@ -202,7 +205,7 @@ TEST(GpuPad, InitialPadHasEveryFlagAtTheStartEpochAndNoFailure) {
 TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
   LaunchContext ctx;
   ctx.world = 4;
-  ctx.layout = makeLayout(size_t(8) << 20, 0);  // halves of 4 MiB: one chunk up to ~4 MiB
+  ctx.layout = makeLayout(size_t(8) << 20, 0, 4);  // halves of 4 MiB: one chunk up to ~4 MiB
   ctx.max_blocks = 24;
   EXPECT_EQ(gridFor(ctx, 1, symmarFloat32), 1);
   EXPECT_EQ(gridFor(ctx, 3584, symmarBfloat16), 1) << "7 KiB: one token of a 3584-wide bf16 model";
