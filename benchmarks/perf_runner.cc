@@ -213,6 +213,8 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       if (group.sumOf(res == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
   }
+  // lamport serves small messages only: larger sizes get no row for it.
+  auto serves = [](symmarAlgo_t a, size_t bytes) { return a != symmarAlgoLamport || bytes <= SYMMAR_LAMPORT_MAX_BYTES; };
   // Sizes outside, algorithms inside, iterations interleaved across algorithms: every algorithm is
   // timed in the same moments as the others, so ratios hold even on a machine whose speed drifts.
   const size_t na = algos.size();
@@ -225,12 +227,14 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
     group.barrier();
     for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
       for (size_t a = 0; a < na && res == symmarSuccess; ++a) {
+        if (!serves(algos[a], bytes)) continue;
         double us = bufs->timedCall(comm, count, opt, algos[a], &res);
         if (it >= opt.warmup) times[a].push_back(us);
         failed = a;
       }
     }
     for (size_t a = 0; a < na; ++a) {
+      if (!serves(algos[a], bytes)) continue;
       long wrong = 0;
       if (opt.check && res == symmarSuccess) {  // one more call per algorithm, checked
         bufs->timedCall(comm, count, opt, algos[a], &res);

@@ -1,8 +1,8 @@
 // Lamport one-shot: no barrier. Each rank pushes its input into its slot of every peer's current
 // lamport buffer; a reader waits on the data itself, kLamportEmpty (-0.0 in every 16-bit half)
 // meaning "not written yet", then reduces the slots in rank order 0..N-1 (fp32), so all ranks
-// compute the same bits. A trailer after the data carries the call's signature (count, dtype, op,
-// call number): a peer whose call differs is found instead of read. Three buffers rotate: a call
+// compute the same bits. A header at the end of the slot carries the call's signature (count,
+// dtype, op, call number): a peer whose call differs is found instead of read. Three buffers rotate: a call
 // clears the buffer its previous call read, which no peer writes again before this rank's next
 // call has published its data. Every wait is bounded and the failure words work as for the
 // barrier kernels.
@@ -79,14 +79,14 @@ __device__ __forceinline__ bool lamportWait(const KernelArgs& a, const uint4* p,
   return lamportArrived<T>(*out) || lamportSpin<T>(a, p, peer, out);
 }
 
-/// The trailer of this call: its signature, as 16 bytes no lane of which is empty.
+/// The header of this call: its signature, as 16 bytes no lane of which is empty.
 template <typename T, int Op>
-__device__ __forceinline__ uint4 lamportTrailer(const KernelArgs& a, uint32_t call) {
+__device__ __forceinline__ uint4 lamportHeader(const KernelArgs& a, uint32_t call) {
   uint4 u;
-  u.x = sched::lamportTrailerWord(a.count, T::kType, Op, call, 0);
-  u.y = sched::lamportTrailerWord(a.count, T::kType, Op, call, 1);
-  u.z = sched::lamportTrailerWord(a.count, T::kType, Op, call, 2);
-  u.w = sched::lamportTrailerWord(a.count, T::kType, Op, call, 3);
+  u.x = sched::lamportSignatureWord(a.count, T::kType, Op, call, 0);
+  u.y = sched::lamportSignatureWord(a.count, T::kType, Op, call, 1);
+  u.z = sched::lamportSignatureWord(a.count, T::kType, Op, call, 2);
+  u.w = sched::lamportSignatureWord(a.count, T::kType, Op, call, 3);
   return u;
 }
 
@@ -100,10 +100,10 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
   const uint32_t call = a.state->lamport_calls;
   const int buf = static_cast<int>(call % sched::kLamportBuffers);
   const int prev = static_cast<int>((call + sched::kLamportBuffers - 1) % sched::kLamportBuffers);
-  const size_t nvec = (a.count + vec - 1) / vec;  // data vectors; the trailer is vector nvec
+  const size_t nvec = (a.count + vec - 1) / vec;  // data vectors (the header is the slot's last)
   const sched::Range mine = sched::splitRange(0, nvec, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), 1);
 
-  // Push this block's vectors to every peer, and (block 0) the trailer. Loops over ranks run to
+  // Push this block's vectors to every peer, and (block 0) the header. Loops over ranks run to
   // kMaxRanks with constant indices: a.base[p] then stays in the parameter space.
   char* own = a.base[a.rank] + a.lamport_off;
   for (size_t v = mine.begin + t; v < mine.end; v += kLamportThreads) {
@@ -113,9 +113,10 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
       if (p < a.world && p != a.rank) ptx::st_volatile_vec(lamportSlot(a.base[p] + a.lamport_off, a.world, buf, a.rank) + v, x.u);
     }
   }
-  const bool trailer_thread = blockIdx.x == 0 && t < a.world && t != a.rank;
-  if (trailer_thread) {
-    ptx::st_volatile_vec(lamportSlot(a.base[t] + a.lamport_off, a.world, buf, a.rank) + nvec, lamportTrailer<T, Op>(a, call));
+  const bool header_thread = blockIdx.x == 0 && t < a.world && t != a.rank;
+  if (header_thread) {
+    ptx::st_volatile_vec(lamportSlot(a.base[t] + a.lamport_off, a.world, buf, a.rank) + sched::kLamportHeaderVec,
+                         lamportHeader<T, Op>(a, call));
   }
   ptx::griddep_launch_dependents();
 
@@ -153,10 +154,10 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
       for (size_t i = 0; v * vec + i < a.count; ++i) recv[v * vec + i] = out.e[i];
     }
   }
-  if (trailer_thread) {
+  if (header_thread) {
     uint4 seen;
-    const uint4 want = lamportTrailer<T, Op>(a, call);
-    if (!lamportWait<T>(a, lamportSlot(own, a.world, buf, t) + nvec, t, &seen)) {
+    const uint4 want = lamportHeader<T, Op>(a, call);
+    if (!lamportWait<T>(a, lamportSlot(own, a.world, buf, t) + sched::kLamportHeaderVec, t, &seen)) {
       markAbort(&sh);
     } else if (seen.x != want.x || seen.y != want.y || seen.z != want.z || seen.w != want.w) {
       reportFailure(a, t, symmarInvalidUsage, kReasonCallMismatch);
@@ -166,14 +167,16 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
   __syncthreads();
   if (sh.abort) return;  // the comm has failed: nothing more is written, the rotation stops
 
-  // Clear what the previous call left in the buffer it read (every peer's slot, data and trailer).
+  // Clear what the previous call left in the buffer it read (every peer's slot: data and header).
   const sched::Range clear = sched::splitRange(0, a.state->lamport_used[prev], static_cast<int>(gridDim.x),
                                                static_cast<int>(blockIdx.x), 1);
   uint4 empty;
   empty.x = empty.y = empty.z = empty.w = sched::kLamportEmpty;
   for (int p = 0; p < a.world; ++p) {
     if (p == a.rank) continue;
-    for (size_t v = clear.begin + t; v < clear.end; v += kLamportThreads) ptx::st_volatile_vec(lamportSlot(own, a.world, prev, p) + v, empty);
+    uint4* slot = lamportSlot(own, a.world, prev, p);
+    for (size_t v = clear.begin + t; v < clear.end; v += kLamportThreads) ptx::st_volatile_vec(slot + v, empty);
+    if (blockIdx.x == 0 && t == 0) ptx::st_volatile_vec(slot + sched::kLamportHeaderVec, empty);
   }
   __syncthreads();
   if (t == 0) {
@@ -182,7 +185,7 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
     if (done == gridDim.x - 1) {
       __threadfence();
       a.state->lamport_done = 0;
-      a.state->lamport_used[buf] = static_cast<uint32_t>(nvec + 1);
+      a.state->lamport_used[buf] = static_cast<uint32_t>(nvec);
       a.state->lamport_calls = call + 1;
     }
   }

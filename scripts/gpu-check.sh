@@ -103,6 +103,11 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   step "symmar_perf local world 4, SYMMAR_P2P=off (host memory)" perf_hoststaged_world4.log 60 env SYMMAR_P2P=off \
     "$PERF" --device gpu --local-world 4 -A oneshot,twoshot -b 8 -e 16M -f 4
 fi
+# The barrier-free lamport one-shot against the barrier one-shot over the decode range.
+if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+  step "symmar_perf local world 4, lamport vs oneshot" perf_lamport_world4.log 60 \
+    "$PERF" --device gpu --local-world 4 -A lamport,oneshot -b 4 -e 256K -f 4
+fi
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   for n in 2 4 8; do
     step "symmar_perf local world $n" "perf_world$n.log" 60 \
@@ -143,7 +148,7 @@ fi
     echo "- co-scheduling probe: $(grep -m1 -oE "co-scheduling probe: .*" "$OUT/startup_info.log" || echo "no line")"
     echo "- grid / blocks: $(grep -m1 -oE "CUDA backend ready: .*" "$OUT/startup_info.log" || echo "no line")"
   fi
-  for f in "$OUT"/perf_world*.log "$OUT"/perf_hoststaged*.log; do
+  for f in "$OUT"/perf_world*.log "$OUT"/perf_hoststaged*.log "$OUT"/perf_lamport*.log; do
     [ -f "$f" ] || continue
     echo
     echo "## $(basename "$f" .log)"

@@ -62,7 +62,7 @@ typedef enum {
       meaning "not written yet". f16/bf16 inputs' -0.0 is sent as +0.0 and the one f32 value with
       that bit pattern (the denormal -4.6e-41) as -0.0, so a result can differ from one-shot only in
       the sign of a zero sum or by that denormal. */
-  symmarAlgoLamport = 6,
+  symmarAlgoLamport = 6,  /* serves at most SYMMAR_LAMPORT_MAX_BYTES per rank */
   symmarNumAlgos
 } symmarAlgo_t;
 
@@ -77,6 +77,9 @@ typedef enum {
       SYMMAR_P2P=off): the kernels stage through pinned host memory shared by the ranks. */
   symmarLinkPcieNoP2P = 5
 } symmarLink_t;
+
+/** Largest message (bytes per rank) symmarAlgoLamport serves: the size of its buffers. */
+#define SYMMAR_LAMPORT_MAX_BYTES (256u * 1024u)
 
 #define SYMMAR_DEVICE_CPU (-1)  /**< host backend: buffers are host memory, stream must be NULL */
 #define SYMMAR_DEVICE_AUTO (-2) /**< the current CUDA device if there is one, else the host backend */

@@ -346,7 +346,7 @@ def test_plan_names(link, world, multicast):
     """Whatever the rows say, the availability rules bound the answer (planner.h): int32 has no GPU
     kernel and an unknown link no peer access, so both go to NCCL; multimem needs an NVSwitch with
     multicast; a GPU topology's fallback is NCCL, never MPI."""
-    kernels = ("oneshot", "twoshot") + (("multimem",) if link == "nvswitch" and multicast else ())
+    kernels = ("oneshot", "twoshot", "lamport") + (("multimem",) if link == "nvswitch" and multicast else ())
     for count in (1, 4096, 1 << 20, 1 << 28):
         for dtype in ("float32", "bfloat16", "int32"):
             algo = symmar.plan(cc=(9, 0), link=link, world=world, multicast=multicast, count=count, dtype=dtype)
@@ -357,7 +357,8 @@ def test_plan_names(link, world, multicast):
 
 
 def test_plan_host():
-    assert symmar.plan(cc=(0, 0), link="host", world=2, count=10, dtype="float32") in ("oneshot", "twoshot")
+    assert symmar.plan(cc=(0, 0), link="host", world=2, count=10, dtype="float32") == "lamport"  # 40 B
+    assert symmar.plan(cc=(0, 0), link="host", world=2, count=1000, dtype="float32") in ("oneshot", "twoshot")
 
 
 def test_plan_bad_arguments():

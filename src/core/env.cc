@@ -18,9 +18,9 @@ constexpr EnvKind kInteger = EnvKind::kInteger;
 constexpr EnvKind kSize = EnvKind::kSize;
 
 const EnvVarInfo kRegistry[] = {
-    {"SYMMAR_ALGO", "auto|oneshot|twoshot|multimem|nccl|mpi", "auto",
+    {"SYMMAR_ALGO", "auto|oneshot|twoshot|multimem|nccl|mpi|lamport", "auto",
      "Forces one algorithm for symmarAllReduce (symmarAllReduceAlgo still wins).", kText, kNone, kNone, kNone},
-    {"SYMMAR_DISABLE", "comma list of oneshot,twoshot,multimem,nccl,mpi", "(none)",
+    {"SYMMAR_DISABLE", "comma list of oneshot,twoshot,multimem,nccl,mpi,lamport", "(none)",
      "Algorithms the planner must never pick.", kText, kNone, kNone, kNone},
     {"SYMMAR_TABLE_FILE", "path to a JSON table file", "(built-in tables)",
      "Rows that add to or override the built-in tables; config.table_file takes precedence.", kText, kNone, kNone,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/hash.h"
+#include "symmar/symmar.h"
 
 #if defined(__CUDACC__)
 #define SYMMAR_HD __host__ __device__ __forceinline__
@@ -48,24 +49,28 @@ constexpr size_t kSignalPadBytes = kFlagBytes;
 
 // ---- lamport: the barrier-free one-shot ----
 // Each rank pushes its input into its slot of every peer's current buffer; a reader waits on the
-// data itself. A slot holds the message (at most kLamportMaxBytes) and, in the vector after it, a
-// trailer that carries the call's signature. Three buffers rotate, so a rank can clear the buffer
+// data itself. A slot holds the message (at most kLamportMaxBytes), room for a trailer vector after
+// it (the host twin's completion mark), and in its last vector a header with the call's signature,
+// at a place that does not depend on the count, so ranks whose calls differ see it. Three buffers
+// rotate, so a rank can clear the buffer
 // of its previous call while peers already write the next one (a peer runs at most one call ahead:
 // it cannot finish a call without this rank's data for it).
-constexpr size_t kLamportMaxBytes = size_t{256} << 10;
+constexpr size_t kLamportMaxBytes = SYMMAR_LAMPORT_MAX_BYTES;
 constexpr int kLamportBuffers = 3;
 /// "Not written yet": every 16-bit half -0.0 in half precision. For f16/bf16 inputs -0.0 is sent as
 /// +0.0; for f32 the one word with this bit pattern (a negative denormal, -4.6e-41) is sent as -0.0.
 constexpr uint32_t kLamportEmpty = 0x80008000u;
-constexpr size_t kLamportSlotBytes = (kLamportMaxBytes + kVecBytes + 127) / 128 * 128;
+constexpr size_t kLamportSlotBytes = (kLamportMaxBytes + 2 * kVecBytes + 127) / 128 * 128;
+/// Index of the header vector (the slot's last) in a slot.
+constexpr size_t kLamportHeaderVec = kLamportSlotBytes / kVecBytes - 1;
 SYMMAR_HD size_t lamportSlotOffset(int buffer, int from, int world) {
   return (static_cast<size_t>(buffer) * static_cast<size_t>(world) + static_cast<size_t>(from)) * kLamportSlotBytes;
 }
 /// Bytes of a rank's lamport area for a comm of world ranks.
 SYMMAR_HD size_t lamportAreaBytes(int world) { return lamportSlotOffset(kLamportBuffers, 0, world); }
-/// The call's signature as the 4 words of a trailer: 15 bits of the signature in the low half of
-/// each word and 1 in the high half, so no 16-bit half is ever the empty pattern.
-SYMMAR_HD uint32_t lamportTrailerWord(uint64_t count, int dtype, int op, uint32_t call, int word) {
+/// The call's signature as the 4 words of a header or trailer: 15 bits of the signature in the low
+/// half of each word and 1 in the high half, so no 16-bit half is ever the empty pattern.
+SYMMAR_HD uint32_t lamportSignatureWord(uint64_t count, int dtype, int op, uint32_t call, int word) {
   const uint64_t h = fnv1aMix(fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)),
                                        static_cast<uint64_t>(op)),
                               call);

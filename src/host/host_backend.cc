@@ -141,37 +141,30 @@ symmarResult_t HostBackend::peerGone(int peer) {
   return symmarSuccess;
 }
 
+void HostBackend::relaxCpu() { SYMMAR_CPU_RELAX(); }
+
 symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
   const uint32_t* flag = heap_->flag(peer, 0, slot);
-  for (int i = 0; i < spin_limit_; ++i) {
-    if (sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return symmarSuccess;
-    SYMMAR_CPU_RELAX();
+  auto arrived = [flag, target] { return sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target); };
+  // A peer that began the next lamport call without this barrier made another call than this
+  // rank. The header is looked at only while the flag is missing, and the flag again after it: a
+  // peer that passed this barrier and went on to a lamport call raised its flag first.
+  bool other_call = false;
+  symmarResult_t res = waitUntil(
+      peer,
+      [&] {
+        if (arrived()) return true;
+        other_call = lamportStarted(peer) && !arrived();
+        return other_call;
+      },
+      "a barrier");
+  if (res == symmarSuccess && other_call) {
+    return fail(symmarInvalidUsage,
+                "collective mismatch: rank %d made a lamport call where rank %d made another call; every rank must "
+                "make the same calls in the same order",
+                peer, rank_);
   }
-  // Slow path: yield, then sleep, and check the clock and the peer's health now and then.
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto limit = start + std::chrono::milliseconds(ctx_.settings.timeout_ms);
-  auto next_check = start;
-  for (uint64_t i = 0;; ++i) {
-    if (sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return symmarSuccess;
-    if (i < 1000) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    if ((i & 63) == 0) {
-      auto now = Clock::now();
-      if (now >= next_check) {
-        symmarResult_t gone = peerGone(peer);
-        // A peer that arrived and then left (destroyed its comm) is not a failure: look again.
-        if (gone != symmarSuccess && !sched::epochReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), target)) return gone;
-        next_check = now + std::chrono::milliseconds(10);
-      }
-      if (now >= limit) {
-        return fail(symmarTimeout, "rank %d did not arrive at a barrier within %d ms", peer, ctx_.settings.timeout_ms);
-      }
-    }
-  }
+  return res;
 }
 
 namespace {
@@ -244,6 +237,9 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
                                       symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
   if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
   if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
+  if (!lamport_broken_.empty()) {
+    return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", lamport_broken_.c_str());
+  }
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
     if (send != recv && count > 0) memmove(recv, send, count * call.elem);
@@ -252,6 +248,7 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   // Count 0 moves no data but still takes part: the call signature is checked like any other, so
   // a rank that skipped a call (or passed 0 where its peers did not) is caught, not paired with
   // its peers' next call.
+  if (algo == symmarAlgoLamport) return runLamport(call);  // count 0 too: it takes part the same way
   if (count == 0) return barrier(sched::kSlotStart, sched::kStagedInput, signature(call, algo));
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
 }

@@ -1,11 +1,17 @@
 // The host backend: CPU ranks (processes or threads on one host) reducing through the shared
 // memory heap with the same schedules as the GPU kernels. Each collective is complete on return.
 #pragma once
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/error.h"
 #include "core/symmetric_arena.h"
 #include "host/shm_heap.h"
 
@@ -36,8 +42,17 @@ class HostBackend : public Backend {
   };
 
   explicit HostBackend(const BackendContext& ctx);
+  /// A pause for a spinning core (x86 pause, arm yield).
+  static void relaxCpu();
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
+  symmarResult_t runLamport(const Call& call);  // host_lamport.cc
+  /// peer has begun the lamport call this rank would make next (its header is in this rank's
+  /// current lamport buffer): at a barrier, a sign that peer made a lamport call instead.
+  bool lamportStarted(int peer) const;
+  /// Waits (bounded, yielding, watching peer's health) until ready() holds; what names the wait.
+  template <typename Ready>
+  symmarResult_t waitUntil(int peer, Ready ready, const char* what);
   /// Arrives at the next barrier epoch on slot, publishing input_offset and sig with the flag, and waits
   /// (bounded) for every peer. With sig != 0 every peer must have published the same signature:
   /// a mismatch (ranks calling different collectives) gives symmarInvalidUsage on every rank.
@@ -77,6 +92,42 @@ class HostBackend : public Backend {
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
+  uint32_t lamport_calls_ = 0;     // lamport calls completed: the buffer in use rotates with it
+  std::string lamport_broken_;     // why a mismatched lamport call left the buffers unusable ("" if none)
+  size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };
+
+template <typename Ready>
+symmarResult_t HostBackend::waitUntil(int peer, Ready ready, const char* what) {
+  for (int i = 0; i < spin_limit_; ++i) {
+    if (ready()) return symmarSuccess;
+    relaxCpu();
+  }
+  // Slow path: yield, then sleep, and check the clock and the peer's health now and then.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::milliseconds(ctx_.settings.timeout_ms);
+  auto next_check = start;
+  for (uint64_t i = 0;; ++i) {
+    if (ready()) return symmarSuccess;
+    if (i < 1000) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if ((i & 63) == 0) {
+      auto now = Clock::now();
+      if (now >= next_check) {
+        symmarResult_t gone = peerGone(peer);
+        // A peer that arrived and then left (destroyed its comm) is not a failure: look again.
+        if (gone != symmarSuccess && !ready()) return gone;
+        next_check = now + std::chrono::milliseconds(10);
+      }
+      if (now >= limit) {
+        return fail(symmarTimeout, "rank %d did not arrive at %s within %d ms", peer, what, ctx_.settings.timeout_ms);
+      }
+    }
+  }
+}
 
 }  // namespace symmar

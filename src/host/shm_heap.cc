@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -13,6 +15,7 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
                                uint32_t epoch_start, int timeout_ms) {
   staging_bytes_ = staging_bytes;
   heap_bytes_ = heap_bytes;
+  world_ = bootstrap.nranks();
   segment_bytes_ = userOffset() + heap_bytes;
   const int rank = bootstrap.rank();
   symmarResult_t res = segments_.create(bootstrap, nonce, segment_bytes_, timeout_ms, "heap");
@@ -21,6 +24,9 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   }
   if (res == symmarSuccess) {
     header(rank)->pid = getpid();
+    // Every lamport slot starts empty (before the agreement below: no peer writes into it earlier).
+    uint32_t* lamport = lamportSlot(rank, 0, 0);
+    std::fill(lamport, lamport + sched::lamportAreaBytes(world_) / sizeof(uint32_t), sched::kLamportEmpty);
     for (int b = 0; b < sched::kMaxBlocks; ++b) {
       for (int s = 0; s < sched::kBarrierSlots; ++s) __atomic_store_n(flag(rank, b, s), epoch_start, __ATOMIC_RELEASE);
     }

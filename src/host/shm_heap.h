@@ -1,6 +1,6 @@
 // The host symmetric heap: one shared segment per rank (bootstrap/shared_segments.h), mapped by
 // every local rank. Layout of a segment: header (state word, pid) | signal pad | staging buffer |
-// user heap (symmarMemAlloc).
+// lamport buffers | user heap (symmarMemAlloc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,19 +54,25 @@ class ShmHeap {
     return bases_[rank] + stagingOffset() + sched::stagingHalfOffset(staging_bytes_, half);
   }
   char* userBase(int rank) const { return bases_[rank] + userOffset(); }
+  /// Word 0 of slot `from` of lamport buffer `buffer` in rank's segment.
+  uint32_t* lamportSlot(int rank, int buffer, int from) const {
+    return reinterpret_cast<uint32_t*>(bases_[rank] + lamportOffset() + sched::lamportSlotOffset(buffer, from, world_));
+  }
   size_t stagingBytes() const { return staging_bytes_; }
   size_t heapBytes() const { return heap_bytes_; }
   size_t segmentBytes() const { return segment_bytes_; }
 
  private:
   size_t stagingOffset() const { return kHeaderBytes + sched::kSignalPadBytes; }
-  size_t userOffset() const { return (stagingOffset() + staging_bytes_ + 4095) / 4096 * 4096; }
+  size_t lamportOffset() const { return (stagingOffset() + staging_bytes_ + 127) / 128 * 128; }
+  size_t userOffset() const { return (lamportOffset() + sched::lamportAreaBytes(world_) + 4095) / 4096 * 4096; }
 
   SharedSegments segments_;
   std::vector<char*> bases_;  ///< segments_' bases once every rank mapped them
   size_t segment_bytes_ = 0;
   size_t staging_bytes_ = 0;
   size_t heap_bytes_ = 0;
+  int world_ = 1;
 };
 
 }  // namespace symmar

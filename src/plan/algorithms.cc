@@ -27,10 +27,11 @@ bool multimem(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t op, u
          archSupportsMultimem(t.cc_major, t.cc_minor) && kernelDtype(d) && !(d == symmarFloat32 && op != symmarSum);
 }
 
-/// Lamport: GPUs with peer access (it pushes into peers' memory) and the host backend's twin.
+/// Lamport: GPUs with peer access (it pushes into peers' memory) and the host backend's twin;
+/// f32/f16/bf16 only (the empty pattern is a valid i32 and half an f64).
 bool lamport(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t, uint32_t) {
   const bool peer = t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
-  return t.link == symmarLinkHostMemory || (peer && kernelDtype(d));
+  return (t.link == symmarLinkHostMemory || peer) && kernelDtype(d);
 }
 
 bool nccl(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {

@@ -24,7 +24,7 @@ PlanEnv parsePlanEnv() {
   if (const char* list = envRaw("SYMMAR_DISABLE")) {
     uint32_t mask = 0;
     if (parseAlgoList(list, &mask)) env.disabled = mask;
-    else envReportBad("SYMMAR_DISABLE", list, "expected a comma list of oneshot,twoshot,multimem,nccl,mpi");
+    else envReportBad("SYMMAR_DISABLE", list, "expected a comma list of oneshot,twoshot,multimem,nccl,mpi,lamport");
   }
   return env;
 }

@@ -222,8 +222,8 @@ TEST(LamportFailure, AMismatchedCallFailsOnEveryRank) {
                                            symmarAlgoLamport);
   const void* k = gpu::kernelOf(symmarAlgoLamport, symmarFloat32, symmarSum, false);
   runConcurrently({Launch{k, 1, a0, nullptr, gpu::kLamportThreads}, Launch{k, 1, a1, nullptr, gpu::kLamportThreads}});
-  EXPECT_NE(comm.status(0)[0], 0) << "rank 0 read rank 1's data where its trailer should be";
-  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 waited for data rank 0 never sent";
+  EXPECT_NE(comm.status(0)[0], 0) << "rank 0 saw rank 1's header: another count";
+  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 saw rank 0's header (or its failure)";
   EXPECT_TRUE(comm.status(0)[3] == gpu::kReasonCallMismatch || comm.status(1)[3] == gpu::kReasonCallMismatch);
 }
 

@@ -122,10 +122,11 @@ TEST(Arch, MadeUpArchitectureFromATableFileIsServedAndPlanned) {
   EXPECT_EQ(r->arch, 99);
   EXPECT_EQ(r->source, "made-up sm99");
   EXPECT_EQ(t.resolve(9, 9, symmarLinkNvSwitch, 16)->arch, 99) << "world 16 uses the nearest row, world 8";
-  // Where sm99 has no row the family (sm90) serves: ws=4 is oneshot <= 512 KiB, multimem <= 32 MiB.
+  // Where sm99 has no row the family (sm90) serves: ws=4 is lamport <= 64 KiB, oneshot <= 512 KiB,
+  // multimem <= 32 MiB.
   const TableRow* family = t.resolve(9, 9, symmarLinkNvSwitch, 4);
   EXPECT_EQ(family->arch, 90);
-  EXPECT_EQ(family->entries[0].max_bytes, 512u * 1024);
+  EXPECT_EQ(family->entries[1].max_bytes, 512u * 1024);
   EXPECT_EQ(t.resolve(9, 9, symmarLinkPcie, 8)->arch, 90);
 
   // The planner takes sm99's thresholds: twoshot to 2 KiB, multimem to 8 MiB, NCCL above.
@@ -161,5 +162,5 @@ TEST(Arch, MadeUpArchitectureThroughSymmarTableFile) {
   unlink(path);
   EXPECT_EQ(small, symmarAlgoTwoShot) << "1 KiB: sm99's twoshot (sm90 ws=8 would take oneshot)";
   EXPECT_EQ(large, symmarAlgoNccl) << "32 MiB: above sm99's 8 MiB (sm90 ws=8 would take multimem)";
-  EXPECT_EQ(family, symmarAlgoOneShot) << "ws=4 has no sm99 row: sm90's oneshot";
+  EXPECT_EQ(family, symmarAlgoLamport) << "ws=4 has no sm99 row: sm90's lamport";
 }

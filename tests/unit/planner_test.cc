@@ -55,8 +55,12 @@ TEST(Planner, EveryKeyAndSizeGetsAnAlgorithm) {
             for (size_t b : {bytes, bytes + 2}) {
               symmarAlgo_t a = plan(topo(cc[0], cc[1], link, world, mc), b);
               ASSERT_TRUE(a == symmarAlgoOneShot || a == symmarAlgoTwoShot || a == symmarAlgoMultimem ||
-                          a == symmarAlgoNccl)
+                          a == symmarAlgoNccl || a == symmarAlgoLamport)
                   << cc[0] << "." << cc[1] << " " << linkName(link) << " ws" << world << " " << b << " -> " << a;
+              if (a == symmarAlgoLamport) {
+                ASSERT_LE(b, size_t(256) << 10) << "lamport's buffers hold 256 KiB";
+                ASSERT_NE(link, symmarLinkPcieNoP2P) << "lamport pushes into peers' memory";
+              }
               if (!mc || link != symmarLinkNvSwitch) {
                 ASSERT_NE(a, symmarAlgoMultimem) << "no multicast, no multimem";
               }
@@ -145,16 +149,16 @@ TEST(Planner, ResolveServesTheExpectedRow) {
     uint64_t first_max, last_max;
   } cases[] = {
       // sm121 has no rows: the sm120 family rows serve, halved one-shot at ws >= 5 included.
-      {12, 1, symmarLinkPcie, 4, 120, 4, symmarAlgoOneShot, 64 * KiB, 16 * MiB},
-      {12, 1, symmarLinkPcie, 6, 120, 6, symmarAlgoOneShot, 32 * KiB, 16 * MiB},
+      {12, 1, symmarLinkPcie, 4, 120, 4, symmarAlgoLamport, 1 * KiB, 16 * MiB},
+      {12, 1, symmarLinkPcie, 6, 120, 6, symmarAlgoLamport, 1 * KiB, 16 * MiB},
       {12, 1, symmarLinkNvSwitch, 2, 120, 2, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
       // sm103: its own NVSwitch rows; nvlink and pcie from sm100.
-      {10, 3, symmarLinkNvSwitch, 8, 103, 8, symmarAlgoOneShot, 1 * MiB, 32 * MiB},
+      {10, 3, symmarLinkNvSwitch, 8, 103, 8, symmarAlgoLamport, 16 * KiB, 32 * MiB},
       {10, 3, symmarLinkNvLink, 3, 100, 3, symmarAlgoOneShot, 256 * KiB, 8 * MiB},
       {10, 3, symmarLinkPcie, 16, 100, 8, symmarAlgoOneShot, 64 * KiB, 2 * MiB},
       // Unknown minor of a known family.
       {9, 9, symmarLinkNvLink, 5, 90, 5, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
-      {12, 7, symmarLinkPcie, 8, 120, 8, symmarAlgoOneShot, 32 * KiB, 16 * MiB},
+      {12, 7, symmarLinkPcie, 8, 120, 8, symmarAlgoLamport, 1 * KiB, 16 * MiB},
       // Unknown family: default.
       {8, 9, symmarLinkPcie, 2, kArchDefault, 2, symmarAlgoOneShot, 64 * KiB, 4 * MiB},
       {7, 5, symmarLinkNvSwitch, 16, kArchDefault, 8, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
@@ -195,7 +199,7 @@ TEST(Planner, LookupChainForUnknownCapabilities) {
 
 TEST(Planner, ThresholdsAreInclusive) {
   const uint32_t all = algoBit(symmarAlgoOneShot) | algoBit(symmarAlgoTwoShot) | algoBit(symmarAlgoMultimem) |
-                       algoBit(symmarAlgoNccl);
+                       algoBit(symmarAlgoNccl) | algoBit(symmarAlgoLamport);
   for (const TableRow& row : Tables::builtin().rows()) {
     if (row.link == symmarLinkHostMemory) continue;
     for (int i = 0; i < row.num_entries; ++i) {
@@ -213,7 +217,8 @@ TEST(Planner, MissingMulticastRemovesOnlyMultimem) {
   // sm90 NVSwitch ws=8 serves 1 MiB with multimem; without multicast two-shot takes the range.
   EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 1), 1 << 20), symmarAlgoMultimem);
   EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 0), 1 << 20), symmarAlgoTwoShot);
-  EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 0), 8 << 10), symmarAlgoOneShot);
+  EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 0), 8 << 10), symmarAlgoLamport);
+  EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 0), 32 << 10), symmarAlgoOneShot);
   // multimem has no f32 min/max.
   EXPECT_NE(plan(topo(9, 0, symmarLinkNvSwitch, 8, 1), 1 << 20, symmarFloat32, symmarMax), symmarAlgoMultimem);
   EXPECT_EQ(plan(topo(9, 0, symmarLinkNvSwitch, 8, 1), 1 << 20, symmarFloat32, symmarSum), symmarAlgoMultimem);
@@ -259,7 +264,7 @@ TEST(Planner, HostRowsServeEverySizeWithoutMpi) {
   uint32_t no_fallback = availableAlgos(t, symmarFloat32, symmarSum, 0);
   for (size_t bytes = 4; bytes <= (size_t(1) << 30); bytes *= 4) {
     symmarAlgo_t a = chooseAlgo(*row, no_fallback, bytes);
-    EXPECT_TRUE(a == symmarAlgoOneShot || a == symmarAlgoTwoShot);
+    EXPECT_TRUE(a == symmarAlgoOneShot || a == symmarAlgoTwoShot || (a == symmarAlgoLamport && bytes <= 64)) << bytes;
   }
   // Host memory on several hosts (unknown link) has only the mpi fallback, or nothing.
   symmarTopology_t remote = topo(0, 0, symmarLinkUnknown, 2, 0);
@@ -288,7 +293,7 @@ TEST(Planner, BadArgumentsAreRejected) {
 }
 
 TEST(Planner, EnvironmentForcesAndDisables) {
-  setenv("SYMMAR_DISABLE", "oneshot,multimem", 1);
+  setenv("SYMMAR_DISABLE", "lamport,oneshot,multimem", 1);
   reloadPlanEnv();
   symmarTopology_t t = topo(9, 0, symmarLinkNvSwitch, 8, 1);
   EXPECT_EQ(plan(t, 1024), symmarAlgoTwoShot);
@@ -299,7 +304,7 @@ TEST(Planner, EnvironmentForcesAndDisables) {
   EXPECT_EQ(plan(t, 1024), symmarAlgoNccl);
   setenv("SYMMAR_ALGO", "bogus", 1);  // reported once and ignored
   reloadPlanEnv();
-  EXPECT_EQ(plan(t, 1024), symmarAlgoOneShot);
+  EXPECT_EQ(plan(t, 1024), symmarAlgoLamport);
   unsetenv("SYMMAR_ALGO");
   reloadPlanEnv();
 }

@@ -1,0 +1,129 @@
+// The lamport one-shot on the host (the twin of cuda/lamport.cu): no barrier. A rank stores, into
+// its slot of every peer's current lamport buffer (and of its own), a header with the call's
+// signature (the slot's last vector), its input word by word, then a trailer with the signature
+// right after the data (a release store). A reader spins on its own memory: the header (at a fixed
+// place, so a peer whose call has another count is recognised at once), then the trailer, acquired; it checks that no data word holds the empty
+// pattern and reduces the slots in rank order. Spinning on the two marks rather than on each data
+// word keeps the reader off the cache lines the writer is still filling. Three buffers rotate; a
+// call clears the buffer its previous call read, which no peer writes again before this rank's
+// next call has published its data (that publication orders the clear first).
+#include <cstring>
+
+#include "core/error.h"
+#include "host/host_backend.h"
+#include "host/host_reduce.h"
+
+namespace symmar {
+namespace {
+
+constexpr size_t kHeaderWord = sched::kLamportHeaderVec * 4;  // the header: the slot's last vector
+
+/// Word w of the input as it travels: no 16-bit half (f16/bf16) or word (f32) equal to the empty
+/// pattern; the bytes past the input in the last word are +0.0.
+inline uint32_t travellingWord(const char* send, size_t bytes, size_t w, size_t elem) {
+  uint32_t x = 0;
+  const size_t at = w * 4;
+  if (at + 4 <= bytes) {
+    std::memcpy(&x, send + at, 4);  // a fixed size: one load
+  } else {
+    std::memcpy(&x, send + at, bytes - at);
+  }
+  if (elem == 4) return x == sched::kLamportEmpty ? 0x80000000u : x;  // the one f32 denormal: -0.0
+  if ((x & 0xffffu) == 0x8000u) x &= 0xffff0000u;                     // f16/bf16 -0.0: +0.0
+  if ((x >> 16) == 0x8000u) x &= 0x0000ffffu;
+  return x;
+}
+
+bool empty(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE) == sched::kLamportEmpty; }
+
+}  // namespace
+
+bool HostBackend::lamportStarted(int peer) const {
+  return !empty(heap_->lamportSlot(rank_, static_cast<int>(lamport_calls_ % sched::kLamportBuffers), peer) + kHeaderWord + 3);
+}
+
+symmarResult_t HostBackend::runLamport(const Call& c) {
+  const size_t bytes = c.count * c.elem;
+  if (c.elem != 2 && c.elem != 4) {
+    return fail(symmarUnsupported, "lamport serves f32, f16 and bf16 (the empty pattern is a valid %s)",
+                c.elem == 8 ? "double half" : "int32");
+  }
+  if (bytes > sched::kLamportMaxBytes) {
+    return fail(symmarUnsupported, "lamport serves messages of at most %zu bytes (this one: %zu)",
+                sched::kLamportMaxBytes, bytes);
+  }
+  const uint32_t call = lamport_calls_;
+  const int buf = static_cast<int>(call % sched::kLamportBuffers);
+  const int prev = static_cast<int>((call + sched::kLamportBuffers - 1) % sched::kLamportBuffers);
+  const size_t words = (bytes + 3) / 4;
+  const size_t trailer = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
+  uint32_t sig[4];
+  for (int k = 0; k < 4; ++k) sig[k] = sched::lamportSignatureWord(c.count, c.dtype, c.op, call, k);
+
+  // Publish: every peer's slot for this rank, and this rank's own slot of its own buffer (so the
+  // reduction reads every rank's input as it travels, which keeps all ranks' bits equal).
+  for (int i = 0; i < world_; ++i) {
+    const int p = (rank_ + i) % world_;
+    uint32_t* slot = heap_->lamportSlot(p, buf, rank_);
+    for (int k = 0; k < 4; ++k) __atomic_store_n(slot + kHeaderWord + k, sig[k], __ATOMIC_RELEASE);
+    for (size_t w = 0; w < words; ++w) __atomic_store_n(slot + w, travellingWord(c.send, bytes, w, c.elem), __ATOMIC_RELAXED);
+    for (int k = 0; k < 3; ++k) __atomic_store_n(slot + trailer + k, sig[k], __ATOMIC_RELAXED);
+    __atomic_store_n(slot + trailer + 3, sig[3], __ATOMIC_RELEASE);  // publishes everything above
+  }
+
+  for (int i = 1; i < world_; ++i) {
+    const int p = (rank_ + i) % world_;
+    const uint32_t* slot = heap_->lamportSlot(rank_, buf, p);
+    // The header, or the peer at a barrier this rank is not at (its call is not a lamport call):
+    // the flag first, then the header, so a peer that finished this call and went on is not taken
+    // for one that skipped it.
+    bool other_call = false;
+    const uint32_t* flag = heap_->flag(p, 0, sched::kSlotStart);
+    symmarResult_t res = waitUntil(
+        p,
+        [&] {
+          if (!empty(slot + kHeaderWord + 3)) return true;
+          other_call = !sched::epochReached(epoch_, __atomic_load_n(flag, __ATOMIC_ACQUIRE)) && empty(slot + kHeaderWord + 3);
+          return other_call;
+        },
+        "a lamport call");
+    if (res == symmarSuccess && (other_call || std::memcmp(slot + kHeaderWord, sig, sizeof(sig)) != 0)) {
+      // The buffers now hold data of calls that did not match: no later call of this comm may use
+      // them. Peers learn it from this rank's failed state; this rank refuses every later call.
+      markFailed(sched::nextEpoch(epoch_));
+      symmarResult_t r = fail(symmarInvalidUsage,
+                              "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, "
+                              "dtype, op or place in the order; every rank must make the same calls in the same order",
+                              p, other_call ? "not a lamport call" : "another lamport call", rank_);
+      lamport_broken_ = threadLastError();
+      return r;
+    }
+    if (res == symmarSuccess) {
+      res = waitUntil(p, [slot, trailer] { return !empty(slot + trailer + 3); }, "the end of a lamport call");
+    }
+    if (res != symmarSuccess) return failCall(res);
+    bool complete = std::memcmp(slot + trailer, sig, sizeof(sig)) == 0;  // a word still empty was never written
+    for (size_t w = 0; w < words; ++w) complete = complete && slot[w] != sched::kLamportEmpty;
+    if (!complete) {
+      markFailed(sched::nextEpoch(epoch_));
+      symmarResult_t r = fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", p);
+      lamport_broken_ = threadLastError();
+      return r;
+    }
+    srcs_[p] = slot;
+  }
+  srcs_[rank_] = heap_->lamportSlot(rank_, buf, rank_);
+  reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
+
+  // Clear what the previous call left in the buffer it read: every slot's data, trailer and header.
+  for (int p = 0; p < world_; ++p) {
+    uint32_t* slot = heap_->lamportSlot(rank_, prev, p);
+    for (size_t w = 0; w < lamport_used_[prev]; ++w) slot[w] = sched::kLamportEmpty;
+    for (int k = 0; k < 4; ++k) slot[kHeaderWord + k] = sched::kLamportEmpty;
+  }
+  lamport_used_[buf] = trailer + 4;
+  lamport_calls_ = call + 1;
+  return symmarSuccess;
+}
+
+}  // namespace symmar
