@@ -210,6 +210,44 @@ symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t co
 
 /* ---- Additions beyond the core contract ---- */
 
+/**
+ * Arguments of the fused allreduce + residual add + RMSNorm (+ FP8 output) that ends a decoder
+ * block in tensor parallelism. For a [tokens, hidden] partial output on every rank:
+ *   residual_out = allreduce_sum(input) + residual_in          (residual_in NULL: + 0)
+ *   norm_out     = residual_out * rsqrt(mean_row(residual_out^2) + eps) * gamma
+ *   fp8_out      = E4M3(norm / fp8_scale), rounded to nearest even, saturated at +-448 (optional)
+ * The sum and the statistics are fp32: the sum is rounded once to dtype (residual_out), the row
+ * statistics are taken over residual_out as stored, norm_out is rounded from fp32, and fp8_out is
+ * quantized from the fp32 norm. Every rank gets the same bits.
+ * Buffers are [tokens, hidden] of dtype (gamma [hidden]; fp8_out one byte an element), aligned to
+ * the element size. residual_out may be input or residual_in (in place); norm_out may be input or
+ * residual_in but not residual_out; fp8_out overlaps nothing; other overlaps are refused.
+ */
+typedef struct {
+  const void* input;       /**< this rank's partial output */
+  const void* residual_in; /**< or NULL */
+  void* residual_out;
+  void* norm_out;
+  const void* gamma;       /**< RMSNorm weight, [hidden] of dtype */
+  void* fp8_out;           /**< or NULL */
+  float fp8_scale;         /**< per-tensor scale, > 0 when fp8_out is set */
+  float eps;               /**< >= 0 */
+  size_t tokens;
+  size_t hidden;
+  symmarDataType_t dtype;  /**< symmarFloat32, symmarFloat16 or symmarBfloat16 */
+} symmarAddRmsNormArgs_t;
+
+/**
+ * Collective: the fused call above, planned like an allreduce of tokens x hidden elements (the
+ * one-shot form where the tables say one-shot or lamport, or when tokens < world; the two-shot
+ * form otherwise). A comm without a fused form (no shared memory) runs the allreduce, then the add
+ * and norm on each rank. tokens == 0 succeeds and moves nothing. Host backend: stream must be NULL.
+ */
+symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream);
+/** As symmarAllReduceAddRmsNorm with the form forced: symmarAlgoOneShot or symmarAlgoTwoShot. */
+symmarResult_t symmarAllReduceAddRmsNormAlgo(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm_t comm,
+                                             void* stream);
+
 /** A host fallback allreduce (what libsymmar_mpi installs for symmarAlgoMpi). Returns a result code. */
 typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* recvbuf, size_t count,
                                                     symmarDataType_t dtype, symmarRedOp_t op, void* user);

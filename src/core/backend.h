@@ -38,12 +38,36 @@ struct BackendFacts {
   std::string checks;        ///< outcome of the start-up checks ("" when none ran), for symmarCommDescribe
 };
 
+/// The fused allreduce + residual add + RMSNorm (+ FP8) call, arguments checked
+/// (symmarAllReduceAddRmsNorm).
+struct AddRmsNormCall {
+  const void* input;
+  const void* residual_in;
+  void* residual_out;
+  void* norm_out;
+  const void* gamma;
+  void* fp8_out;
+  float fp8_scale;
+  float eps;
+  size_t tokens;
+  size_t hidden;
+  symmarDataType_t dtype;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   /// Runs one allreduce with an algorithm the planner found available. Arguments are validated.
   virtual symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, void* stream) = 0;
+  /// The fused call in its one-shot or two-shot form; symmarUnsupported where the backend has no
+  /// fused form (the API then runs the allreduce and the norm separately).
+  virtual symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) {
+    (void)call;
+    (void)algo;
+    (void)stream;
+    return symmarUnsupported;
+  }
   virtual symmarResult_t memAlloc(size_t bytes, void** ptr) = 0;
   virtual symmarResult_t memFree(void* ptr) = 0;
   /// Asynchronous status (a device-side timeout); symmarSuccess if none.

@@ -28,6 +28,7 @@ class HostBackend : public Backend {
 
   symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                            symmarAlgo_t algo, void* stream) override;
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
 
@@ -63,6 +64,7 @@ class HostBackend : public Backend {
   /// (peers may then read it in place), else kStagedInput.
   uint64_t symmetricOffset(const void* p, size_t bytes) const;
   static uint64_t signature(const Call& c, symmarAlgo_t algo);
+  static uint64_t fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo);  // host_fused.cc
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
   /// symmarPeerFailure when peer failed the call whose barrier has epoch target (or an earlier one
   /// this rank is still in): its flag at target is then no contribution.

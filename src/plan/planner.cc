@@ -74,6 +74,17 @@ symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
   return symmarAlgoAuto;
 }
 
+symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t tokens,
+                            size_t hidden, symmarDataType_t dtype) {
+  const uint32_t available = availableAlgos(topo, dtype, symmarSum, fallbacks);
+  const bool one = available & algoBit(symmarAlgoOneShot);
+  const bool two = available & algoBit(symmarAlgoTwoShot);
+  if (!one && !two) return symmarAlgoAuto;
+  if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
+  const symmarAlgo_t plain = planRequest(row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
+  return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;
+}
+
 const PlanEnv& planEnv() {
   if (g_env_loaded.load(std::memory_order_acquire)) return g_env;
   std::lock_guard<std::mutex> lock(g_env_mutex);

@@ -39,6 +39,13 @@ void resetProcessTables();
 /// Full decision for one request: forced algorithm (if available), else the table.
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op);
+/// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the
+/// same row as the plain allreduce of that size: one-shot where the row says one-shot or lamport
+/// (or when tokens < world: a two-shot would leave some ranks without a row to finish),
+/// two-shot otherwise. symmarAlgoAuto when the comm has neither (no shared memory): the caller
+/// then runs the allreduce and the norm separately.
+symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t tokens,
+                            size_t hidden, symmarDataType_t dtype);
 
 /// Logs once per (capability, link) which row serves a capability that has no row of its own.
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row);

@@ -1,0 +1,137 @@
+// symmarAllReduceAddRmsNorm: argument checks (shapes, dtypes, aliasing), the form from the planner,
+// the backend's fused call, and for comms without one the unfused path: the allreduce, then the add
+// and the norm on each rank (the host arithmetic of host/add_rms_norm.h).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "api/guard.h"
+#include "core/names.h"
+#include "host/add_rms_norm.h"
+#include "plan/planner.h"
+
+using namespace symmar;
+
+namespace {
+
+struct Span {
+  uintptr_t lo, hi;
+};
+Span span(const void* p, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return Span{a, a + bytes};
+}
+bool overlap(Span a, Span b) { return a.lo < b.hi && b.lo < a.hi; }
+bool same(Span a, Span b) { return a.lo == b.lo && a.hi == b.hi; }
+
+symmarResult_t checkArgs(const symmarAddRmsNormArgs_t* a, const char* fn) {
+  if (!a) return fail(symmarInvalidArgument, "%s: args is NULL", fn);
+  const int dt = rawEnum(a->dtype);
+  if (dt != symmarFloat32 && dt != symmarFloat16 && dt != symmarBfloat16) {
+    return fail(symmarInvalidArgument, "%s: dtype %s: the fused norm serves float32, float16 and bfloat16", fn,
+                validDtype(dt) ? dtypeName(a->dtype) : "(invalid)");
+  }
+  if (a->tokens == 0) return symmarSuccess;
+  if (a->hidden == 0) return fail(symmarInvalidArgument, "%s: hidden is 0", fn);
+  const size_t elem = symmarTypeSize(a->dtype);
+  if (a->tokens > SIZE_MAX / a->hidden / elem) {
+    return fail(symmarInvalidArgument, "%s: %zu x %zu elements overflow the byte size", fn, a->tokens, a->hidden);
+  }
+  if (!a->input || !a->residual_out || !a->norm_out || !a->gamma) {
+    return fail(symmarInvalidArgument, "%s: input, residual_out, norm_out and gamma must not be NULL", fn);
+  }
+  if (!(a->eps >= 0.0f) || !std::isfinite(a->eps)) return fail(symmarInvalidArgument, "%s: eps %g", fn, a->eps);
+  if (a->fp8_out && (!(a->fp8_scale > 0.0f) || !std::isfinite(a->fp8_scale))) {
+    return fail(symmarInvalidArgument, "%s: fp8_scale %g must be positive and finite with fp8_out", fn, a->fp8_scale);
+  }
+  for (const void* p : {a->input, a->residual_in, static_cast<const void*>(a->residual_out),
+                        static_cast<const void*>(a->norm_out), a->gamma}) {
+    if (reinterpret_cast<uintptr_t>(p) % elem) {
+      return fail(symmarInvalidArgument, "%s: buffers must be aligned to the %zu-byte element size", fn, elem);
+    }
+  }
+  const size_t bytes = a->tokens * a->hidden * elem;
+  const Span in = span(a->input, bytes), res_out = span(a->residual_out, bytes), norm = span(a->norm_out, bytes);
+  const Span res_in = a->residual_in ? span(a->residual_in, bytes) : Span{0, 0};
+  const Span gamma = span(a->gamma, a->hidden * elem);
+  // Outputs may be an input exactly (in place, row by row), never a part of one or each other.
+  for (Span out : {res_out, norm}) {
+    for (Span src : {in, res_in}) {
+      if (overlap(out, src) && !same(out, src)) {
+        return fail(symmarInvalidArgument, "%s: an output overlaps an input without being equal to it", fn);
+      }
+    }
+    if (overlap(out, gamma)) return fail(symmarInvalidArgument, "%s: an output overlaps gamma", fn);
+  }
+  if (overlap(res_out, norm)) return fail(symmarInvalidArgument, "%s: residual_out and norm_out overlap", fn);
+  if (a->fp8_out) {
+    const Span q = span(a->fp8_out, a->tokens * a->hidden);
+    for (Span other : {in, res_in, res_out, norm, gamma}) {
+      if (overlap(q, other)) return fail(symmarInvalidArgument, "%s: fp8_out overlaps another buffer", fn);
+    }
+  }
+  return symmarSuccess;
+}
+
+AddRmsNormCall toCall(const symmarAddRmsNormArgs_t& a) {
+  return AddRmsNormCall{a.input, a.residual_in, a.residual_out, a.norm_out, a.gamma, a.fp8_out, a.fp8_scale,
+                        a.eps,   a.tokens,      a.hidden,       a.dtype};
+}
+
+/// No fused form on this comm (host ranks on several hosts): the allreduce through whatever serves
+/// it, then the add and norm here, row by row. Host memory only.
+symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn) {
+  if (comm->settings.device >= 0) {
+    return fail(symmarUnsupported, "%s: this GPU comm has no fused form (link %s)", fn, linkName(comm->topo.link));
+  }
+  const size_t n = c.tokens * c.hidden;
+  std::vector<char> sum_bits(n * symmarTypeSize(c.dtype));
+  SYMMAR_CHECK(symmarAllReduce(c.input, sum_bits.data(), n, c.dtype, symmarSum, comm, nullptr));
+  std::vector<float> sum(c.hidden);
+  for (size_t r = 0; r < c.tokens; ++r) {
+    toFloat(sum_bits.data() + r * c.hidden * symmarTypeSize(c.dtype), c.dtype, c.hidden, sum.data());
+    finishAddRmsNormRow(c, r, sum.data());
+  }
+  return symmarSuccess;
+}
+
+symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm* comm, void* stream,
+                          const char* fn) {
+  SYMMAR_CHECK(checkComm(comm));
+  SYMMAR_CHECK(checkArgs(args, fn));
+  const AddRmsNormCall c = toCall(*args);
+  if (algo == symmarAlgoAuto) {
+    algo = planAddRmsNorm(*comm->row, comm->topo, comm->fallbacks(), c.tokens, c.hidden, c.dtype);
+    if (algo == symmarAlgoAuto) return unfused(comm, c, fn);
+  } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
+    return fail(symmarInvalidArgument, "%s: the fused forms are oneshot and twoshot, not %s", fn, symmarAlgoName(algo));
+  } else if (!(availableAlgos(comm->topo, c.dtype, symmarSum, comm->fallbacks()) & algoBit(algo))) {
+    return fail(symmarUnsupported, "%s: the fused %s form cannot run on this comm (link %s)", fn, symmarAlgoName(algo),
+                linkName(comm->topo.link));
+  }
+  const symmarResult_t res = comm->backend->allReduceAddRmsNorm(c, algo, stream);
+  noteFailure(comm, res);
+  return res;
+}
+
+}  // namespace
+
+extern "C" {
+
+symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream) {
+  return guardedComm(comm, [&] {
+    return addRmsNorm(args, symmarAlgoAuto, comm, stream, "symmarAllReduceAddRmsNorm");
+  });
+}
+
+symmarResult_t symmarAllReduceAddRmsNormAlgo(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm_t comm,
+                                             void* stream) {
+  return guardedComm(comm, [&] {
+    if (!validAlgo(rawEnum(algo))) {
+      return fail(symmarInvalidArgument, "symmarAllReduceAddRmsNormAlgo: invalid algorithm %d", rawEnum(algo));
+    }
+    return addRmsNorm(args, algo, comm, stream, "symmarAllReduceAddRmsNormAlgo");
+  });
+}
+
+}  // extern "C"

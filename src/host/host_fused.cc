@@ -1,0 +1,111 @@
+// The fused allreduce + residual add + RMSNorm (+ FP8) on the host, in the two forms of the plain
+// allreduce, split by rows (a row is normalised as a whole, by one rank):
+//  - one-shot: every rank stages its rows, then reduces all rows itself in rank order and finishes
+//    them (add, norm, fp8). One barrier per chunk of rows; staging halves alternate.
+//  - two-shot: every rank stages its rows; each reduces and finishes the rows it owns and publishes
+//    residual_out, norm_out (and fp8_out) rows in its other staging half; after an end barrier every
+//    rank copies the other owners' rows.
+// Each row is finished by exactly one code path with one summation order, so all ranks hold the
+// same bits.
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "host/add_rms_norm.h"
+#include "host/host_backend.h"
+
+namespace symmar {
+namespace {
+
+/// fp32 sum, in rank order, of row `row` of every rank's rows at srcs (each rows_begin-based).
+void sumRow(const void* const* srcs, int world, size_t row, size_t hidden, symmarDataType_t dtype, float* sum) {
+  thread_local std::vector<float> x;
+  x.resize(hidden);
+  const size_t elem = symmarTypeSize(dtype);
+  for (int p = 0; p < world; ++p) {
+    toFloat(static_cast<const char*>(srcs[p]) + row * hidden * elem, dtype, hidden, p == 0 ? sum : x.data());
+    if (p > 0) {
+      for (size_t i = 0; i < hidden; ++i) sum[i] += x[i];
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t HostBackend::fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo) {
+  Call call{nullptr, nullptr, c.tokens * c.hidden, c.dtype, symmarSum, symmarTypeSize(c.dtype)};
+  // Another algorithm code than any plain allreduce: a fused call never pairs with a plain one.
+  return signature(call, static_cast<symmarAlgo_t>(100 + algo)) ^ (static_cast<uint64_t>(c.hidden) << 20) ^
+         (c.fp8_out ? 1ull << 62 : 0);
+}
+
+symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarAlgo_t algo, void* stream) {
+  if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
+  if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
+  if (!lamport_broken_.empty()) {
+    return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", lamport_broken_.c_str());
+  }
+  const size_t elem = symmarTypeSize(c.dtype);
+  const size_t row_bytes = c.hidden * elem;
+  // Rows per chunk: the one-shot stages input rows in one half; the two-shot also publishes
+  // residual, norm and fp8 rows in the other half.
+  const size_t half = sched::stagingHalfBytes(heap_->stagingBytes());
+  const size_t out_row_bytes = 2 * row_bytes + (c.fp8_out ? c.hidden : 0);
+  const size_t rows_per_chunk = algo == symmarAlgoTwoShot ? half / out_row_bytes : half / row_bytes;
+  if (rows_per_chunk == 0) {
+    return fail(symmarUnsupported, "a row of %zu elements does not fit the %zu-byte staging half", c.hidden, half);
+  }
+  thread_local std::vector<float> sum;
+  sum.resize(c.hidden);
+  const char* input = static_cast<const char*>(c.input);
+  const size_t chunks = c.tokens == 0 ? 1 : (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
+  for (size_t k = 0; k < chunks; ++k) {
+    const size_t r0 = k * rows_per_chunk;
+    const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
+    const int in_half = takeWriteHalf();
+    std::memcpy(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
+    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? fusedSignature(c, algo) : 0));
+    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half);
+    if (algo != symmarAlgoTwoShot) {
+      for (size_t r = 0; r < rows; ++r) {
+        sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
+        finishAddRmsNormRow(c, r0 + r, sum.data());
+      }
+      last_read_half_ = in_half;
+      continue;
+    }
+    // Two-shot: this rank's rows of the chunk, finished into its outputs and published.
+    const int out_half = in_half ^ 1;
+    const sched::Range mine = sched::rankSlice(rows, world_, rank_, 1);
+    char* pub = heap_->staging(rank_, out_half);
+    for (size_t r = mine.begin; r < mine.end; ++r) {
+      sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
+      finishAddRmsNormRow(c, r0 + r, sum.data());
+      std::memcpy(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
+      std::memcpy(pub + r * out_row_bytes + row_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
+      if (c.fp8_out) {
+        std::memcpy(pub + r * out_row_bytes + 2 * row_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
+                    c.hidden);
+      }
+    }
+    SYMMAR_CHECK(barrier(sched::kSlotEnd));
+    for (int i = 1; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;
+      const sched::Range s = sched::rankSlice(rows, world_, p, 1);
+      const char* theirs = heap_->staging(p, out_half);
+      for (size_t r = s.begin; r < s.end; ++r) {
+        std::memcpy(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
+        std::memcpy(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + row_bytes,
+                    row_bytes);
+        if (c.fp8_out) {
+          std::memcpy(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * row_bytes,
+                      c.hidden);
+        }
+      }
+    }
+    last_read_half_ = out_half;
+  }
+  return symmarSuccess;
+}
+
+}  // namespace symmar

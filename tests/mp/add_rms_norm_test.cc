@@ -1,0 +1,254 @@
+// symmarAllReduceAddRmsNorm on the host backend: ranks as threads (worlds 2..8) and processes,
+// decode and prefill shapes, every dtype, with and without residual, in place and not, both forms;
+// against a float64 reference (tolerances per dtype below) and bitwise identical on all ranks; FP8
+// against an independent quantizer; bad arguments refused with nothing written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "host/host_reduce.h"
+#include "mp/mp_util.h"
+
+namespace {
+
+// Relative tolerances of residual_out (one rounding of an fp32 sum) and norm_out (the norm of the
+// stored residual, rounded once; fp32 statistics): the dtype's epsilon, with headroom for fp32 sums.
+double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt == symmarFloat16 ? 2e-3 : 1.6e-2; }
+
+double inputAt(int rank, size_t t, size_t i) { return static_cast<double>(static_cast<int>((rank * 31 + t * 13 + i * 7) % 23) - 11) / 8.0; }
+double residualAt(size_t t, size_t i) { return static_cast<double>(static_cast<int>((t * 5 + i * 3) % 19) - 9) / 4.0; }
+double gammaAt(size_t i) { return 0.5 + static_cast<double>(i % 7) / 8.0; }
+
+/// The E4M3 value of a code (bias 7, 3 mantissa bits, 0x7f/0xff NaN).
+double e4m3Value(int code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return (code & 0x80) ? -v : v;
+}
+
+/// Independent reference quantizer: the nearest E4M3 value by search, ties to the even code,
+/// saturating at 448.
+int referenceE4m3(double v) {
+  if (std::isnan(v)) return 0x7f;
+  const int sign = std::signbit(v) ? 0x80 : 0;
+  const double a = std::fabs(v) >= 448.0 ? 448.0 : std::fabs(v);
+  int best = 0;
+  for (int c = 1; c <= 0x7e; ++c) {
+    const double d = std::fabs(e4m3Value(c) - a), b = std::fabs(e4m3Value(best) - a);
+    if (d < b || (d == b && (c & 1) == 0)) best = c;
+  }
+  return sign | best;
+}
+
+struct Shape {
+  size_t tokens, hidden;
+  symmarDataType_t dtype;
+  bool residual, in_place, fp8;
+  symmarAlgo_t algo;
+};
+
+std::string name(const Shape& s) {
+  return std::to_string(s.tokens) + "x" + std::to_string(s.hidden) + " dtype " + std::to_string(s.dtype) +
+         (s.residual ? " +res" : "") + (s.in_place ? " inplace" : "") + (s.fp8 ? " fp8" : "") + " " +
+         symmarAlgoName(s.algo);
+}
+
+/// Runs one shape on one rank; returns the number of wrong elements and the outputs' digest.
+int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* digest) {
+  const size_t n = s.tokens * s.hidden, elem = symmarTypeSize(s.dtype);
+  std::vector<char> in(n * elem), res(n * elem), res_out(n * elem), norm(n * elem), gamma(s.hidden * elem);
+  std::vector<uint8_t> q(n);
+  for (size_t t = 0; t < s.tokens; ++t) {
+    for (size_t i = 0; i < s.hidden; ++i) {
+      symmar::storeElement(in.data(), s.dtype, t * s.hidden + i, inputAt(rank, t, i));
+      symmar::storeElement(res.data(), s.dtype, t * s.hidden + i, residualAt(t, i));
+    }
+  }
+  for (size_t i = 0; i < s.hidden; ++i) symmar::storeElement(gamma.data(), s.dtype, i, gammaAt(i));
+  const std::vector<char> res_copy = res;
+  symmarAddRmsNormArgs_t a{};
+  a.input = in.data();
+  a.residual_in = s.residual ? res.data() : nullptr;
+  a.residual_out = s.in_place ? in.data() : res_out.data();  // residual in place over the input
+  a.norm_out = s.in_place && s.residual ? res.data() : norm.data();  // and the norm over the residual
+  a.gamma = gamma.data();
+  a.fp8_out = s.fp8 ? q.data() : nullptr;
+  a.fp8_scale = 0.05f;
+  a.eps = 1e-6f;
+  a.tokens = s.tokens;
+  a.hidden = s.hidden;
+  a.dtype = s.dtype;
+  if (symmarAllReduceAddRmsNormAlgo(&a, s.algo, comm, nullptr) != symmarSuccess) {
+    fprintf(stderr, "rank %d %s: %s\n", rank, name(s).c_str(), symmarGetLastError(comm));
+    return 1000000;
+  }
+  int wrong = 0;
+  const double tol = tolerance(s.dtype);
+  const char* r_out = static_cast<const char*>(a.residual_out);
+  const char* n_out = static_cast<const char*>(a.norm_out);
+  for (size_t t = 0; t < s.tokens; ++t) {
+    double ss = 0;
+    for (size_t i = 0; i < s.hidden; ++i) {
+      double want = s.residual ? symmar::loadElement(res_copy.data(), s.dtype, t * s.hidden + i) : 0.0;
+      for (int r = 0; r < world; ++r) {
+        std::vector<char> one(elem);
+        symmar::storeElement(one.data(), s.dtype, 0, inputAt(r, t, i));
+        want += symmar::loadElement(one.data(), s.dtype, 0);
+      }
+      const double got = symmar::loadElement(r_out, s.dtype, t * s.hidden + i);
+      if (std::fabs(got - want) > tol * std::fabs(want) + 1e-6 && wrong++ < 3) {
+        fprintf(stderr, "%s: residual[%zu,%zu] = %g, expected %g\n", name(s).c_str(), t, i, got, want);
+      }
+      ss += got * got;
+    }
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.hidden) + 1e-6);
+    for (size_t i = 0; i < s.hidden; ++i) {
+      const double r = symmar::loadElement(r_out, s.dtype, t * s.hidden + i);
+      const double want = r * inv * symmar::loadElement(gamma.data(), s.dtype, i);
+      const double got = symmar::loadElement(n_out, s.dtype, t * s.hidden + i);
+      if (std::fabs(got - want) > tol * std::fabs(want) + 1e-5 && wrong++ < 3) {
+        fprintf(stderr, "%s: norm[%zu,%zu] = %g, expected %g\n", name(s).c_str(), t, i, got, want);
+      }
+      if (s.fp8) {
+        // The kernel quantizes its fp32 norm; the reference its float64 one: one code apart at most,
+        // and exactly the reference where the two cannot straddle a rounding boundary.
+        const int want_q = referenceE4m3(want / a.fp8_scale);
+        const int got_q = q[t * s.hidden + i];
+        const bool near = std::fabs(e4m3Value(got_q) - e4m3Value(want_q)) <=
+                          std::fabs(e4m3Value(want_q)) * 0.0625 + std::ldexp(1.0, -9);
+        if (!near && wrong++ < 3) {
+          fprintf(stderr, "%s: fp8[%zu,%zu] = 0x%02x, expected 0x%02x\n", name(s).c_str(), t, i, got_q, want_q);
+        }
+      }
+    }
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (const char* p : {r_out, n_out}) {
+    for (size_t b = 0; b < n * elem; ++b) h = (h ^ static_cast<unsigned char>(p[b])) * 1099511628211ull;
+  }
+  for (uint8_t b : q) h = (h ^ b) * 1099511628211ull;
+  *digest = h;
+  return wrong;
+}
+
+std::vector<Shape> shapes(bool full) {
+  std::vector<Shape> out;
+  int k = 0;
+  for (size_t tokens : {size_t(1), size_t(2), size_t(7), size_t(64), size_t(513)}) {
+    for (size_t hidden : {size_t(7), size_t(128), size_t(4096), size_t(7168)}) {
+      if (!full && tokens * hidden > 64 * 4096) continue;
+      for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+        const symmarAlgo_t algo = k % 3 == 0 ? symmarAlgoAuto : k % 3 == 1 ? symmarAlgoOneShot : symmarAlgoTwoShot;
+        out.push_back({tokens, hidden, dt, k % 2 == 0, k % 4 == 1, k % 5 == 2, algo});
+        ++k;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+class AddRmsNorm : public ::testing::TestWithParam<int> {};
+
+TEST_P(AddRmsNorm, ThreadRanksMatchTheReferenceBitForBit) {
+  const int world = GetParam();
+  const auto cases = shapes(world == 2);
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.staging_bytes = 1 << 20;  // 513 x 7168 rows run through several chunks
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  std::vector<uint64_t> digests(cases.size() * world);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    int bad = 0;
+    for (size_t c = 0; c < cases.size(); ++c) bad += runShape(comms[rank], rank, world, cases[c], &digests[c * world + rank]);
+    return bad;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    symmarCommDestroy(comms[r]);
+  }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AddRmsNorm, ::testing::Values(2, 3, 5, 8),
+                         [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
+
+TEST(AddRmsNormProcesses, ForkedRanksAgree) {
+  const int world = 4;
+  const std::vector<Shape> cases = {{7, 4096, symmarBfloat16, true, false, true, symmarAlgoAuto},
+                                    {64, 7168, symmarBfloat16, true, true, false, symmarAlgoTwoShot},
+                                    {2, 128, symmarFloat16, false, false, true, symmarAlgoOneShot}};
+  mp::SharedWords digests(cases.size() * world);
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(world, [&](int rank) {
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 1;
+    int bad = 0;
+    for (size_t c = 0; c < cases.size(); ++c) bad += runShape(comm, rank, world, cases[c], &digests[c * world + rank]);
+    return bad + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
+  }
+}
+
+TEST(AddRmsNormArgs, BadArgumentsAreRefusedAndNothingIsWritten) {
+  symmarComm_t comm = nullptr;
+  const int cpu = SYMMAR_DEVICE_CPU;
+  ASSERT_EQ(symmarCommInitAll(&comm, 1, &cpu, nullptr), symmarSuccess);
+  std::vector<float> in(64, 1.0f), out(64, 7.0f), norm(64, 7.0f), gamma(8, 1.0f);
+  uint8_t q[64];
+  std::memset(q, 0x5a, sizeof(q));
+  symmarAddRmsNormArgs_t good{};
+  good.input = in.data();
+  good.residual_out = out.data();
+  good.norm_out = norm.data();
+  good.gamma = gamma.data();
+  good.eps = 1e-6f;
+  good.tokens = 8;
+  good.hidden = 8;
+  good.dtype = symmarFloat32;
+  auto refused = [&](symmarAddRmsNormArgs_t a, const char* what) {
+    EXPECT_EQ(symmarAllReduceAddRmsNorm(&a, comm, nullptr), symmarInvalidArgument) << what;
+    EXPECT_NE(std::string(symmarGetLastError(comm)), "") << what;
+    for (float x : out) ASSERT_EQ(x, 7.0f) << what << ": written";
+    for (float x : norm) ASSERT_EQ(x, 7.0f) << what << ": written";
+  };
+  symmarAddRmsNormArgs_t a = good;
+  a.dtype = symmarInt32;
+  refused(a, "int32");
+  a = good;
+  a.gamma = nullptr;
+  refused(a, "no gamma");
+  a = good;
+  a.norm_out = out.data();
+  refused(a, "norm_out == residual_out");
+  a = good;
+  a.residual_out = in.data() + 1;
+  refused(a, "residual_out overlapping input by one element");
+  a = good;
+  a.fp8_out = q;
+  a.fp8_scale = 0.0f;
+  refused(a, "fp8 scale 0");
+  a = good;
+  a.eps = -1.0f;
+  refused(a, "negative eps");
+  EXPECT_EQ(symmarAllReduceAddRmsNorm(nullptr, comm, nullptr), symmarInvalidArgument);
+  EXPECT_EQ(symmarAllReduceAddRmsNormAlgo(&good, symmarAlgoMultimem, comm, nullptr), symmarInvalidArgument);
+  // And the good call works: one rank, x = 1 everywhere: residual 1, norm 1/sqrt(1 + eps).
+  ASSERT_EQ(symmarAllReduceAddRmsNorm(&good, comm, nullptr), symmarSuccess) << symmarGetLastError(comm);
+  EXPECT_EQ(out[5], 1.0f);
+  EXPECT_NEAR(norm[5], 1.0f, 1e-6f);
+  symmarCommDestroy(comm);
+}
