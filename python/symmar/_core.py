@@ -8,6 +8,7 @@ import ctypes
 import weakref
 
 from . import _buffers
+from . import _fused
 from . import _general
 from . import _lib as L
 from ._api import _AllGather, _algo_name, _raise_gather_failure
@@ -356,6 +357,8 @@ class Comm:
             raise TypeError("all_reduce_ptr: addresses and stream must be ints (%s)" % e) from None
         if res:
             self._fail(res)
+
+    all_reduce_add_rms_norm = _fused.all_reduce_add_rms_norm  # allreduce + residual add + RMSNorm (+ FP8)
 
     def _fail(self, res):
         if not self._handle:

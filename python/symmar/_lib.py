@@ -37,6 +37,24 @@ class Topology(ctypes.Structure):
     ]
 
 
+class AddRmsNormArgs(ctypes.Structure):
+    """symmarAddRmsNormArgs_t (the fused allreduce + residual add + RMSNorm)."""
+
+    _fields_ = [
+        ("input", ctypes.c_void_p),
+        ("residual_in", ctypes.c_void_p),
+        ("residual_out", ctypes.c_void_p),
+        ("norm_out", ctypes.c_void_p),
+        ("gamma", ctypes.c_void_p),
+        ("fp8_out", ctypes.c_void_p),
+        ("fp8_scale", ctypes.c_float),
+        ("eps", ctypes.c_float),
+        ("tokens", ctypes.c_size_t),
+        ("hidden", ctypes.c_size_t),
+        ("dtype", ctypes.c_int),
+    ]
+
+
 # int (*)(const void* sendbuf, void* recvbuf, size_t bytes_per_rank, void* user)
 AllGatherFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 
@@ -47,6 +65,7 @@ _pint = ctypes.POINTER(ctypes.c_int)
 _pvp = ctypes.POINTER(ctypes.c_void_p)
 _pcfg = ctypes.POINTER(Config)
 _ptopo = ctypes.POINTER(Topology)
+_pargs = ctypes.POINTER(AddRmsNormArgs)
 
 # The one table of exported functions: name -> (restype, argtypes). Enums are C ints; every
 # function returning a symmarResult_t has restype c_int.
@@ -73,6 +92,8 @@ FUNCTIONS = {
     "symmarCommPlan": (_c_int, [_vp, _sz, _c_int, _c_int, _pint]),
     "symmarAllReduce": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _vp, _vp]),
     "symmarAllReduceAlgo": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _c_int, _vp, _vp]),
+    "symmarAllReduceAddRmsNorm": (_c_int, [_pargs, _vp, _vp]),
+    "symmarAllReduceAddRmsNormAlgo": (_c_int, [_pargs, _c_int, _vp, _vp]),
 }
 
 _lock = threading.Lock()
