@@ -66,24 +66,42 @@ int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSum
            args.batch, args.spec_tokens + 1, s.weight_bytes / 1048576.0,
            static_cast<size_t>(tokens) * h * s.allreduce_elem_bytes, 2 * args.preset.layers);
     printf("# %s\n", desc);
-    printf("# %-10s %12s %10s %10s %13s\n", "algo", "tokens/s", "step(ms)", "ar share", "max_rel_diff");
+    if (!s.fused_note.empty()) printf("# %s\n", s.fused_note.c_str());
+    printf("# %-10s %-8s %12s %10s %10s %13s %11s\n", "algo", "mode", "tokens/s", "step(ms)", "ar share",
+           "max_rel_diff", "vs unfused");
     for (const AlgoResult& r : s.results) {
-      printf("  %-10s %12.1f %10.3f %9.1f%% %13.2e\n", symmarAlgoName(r.algo), r.tokens_per_s, r.step_ms,
-             100 * r.allreduce_share, r.max_rel_diff);
+      char ratio[32] = "";
+      if (r.fused && r.unfused_tokens_per_s > 0) snprintf(ratio, sizeof(ratio), "%.3fx", r.tokens_per_s / r.unfused_tokens_per_s);
+      printf("  %-10s %-8s %12.1f %10.3f %9.1f%% %13.2e %11s\n", symmarAlgoName(r.algo), r.fused ? "fused" : "unfused",
+             r.tokens_per_s, r.step_ms, 100 * r.allreduce_share, r.max_rel_diff, ratio);
     }
     printf("# ranks agree: %s; algorithms agree within %.0e: %s\n", s.disagree == 0 ? "yes" : "NO", s.tolerance,
            agree ? "yes" : "NO");
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\"preset\": \"" << args.preset.name << "\", \"world\": " << group.size() << ", \"backend\": \""
-          << s.backend << "\", \"tokens_per_step\": " << tokens << ", \"results\": [";
+          << s.backend << "\", \"tokens_per_step\": " << tokens << ", \"layers\": " << args.preset.layers
+          << ", \"experts\": " << args.preset.experts << ", \"fused\": \"" << (args.fused ? "on" : "off")
+          << "\", \"results\": [";
       for (size_t i = 0; i < s.results.size(); ++i) {
         const AlgoResult& r = s.results[i];
-        out << (i ? ", " : "") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"tokens_per_s\": " << r.tokens_per_s
+        out << (i ? ", " : "") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"fused\": "
+            << (r.fused ? "true" : "false") << ", \"tokens_per_s\": " << r.tokens_per_s
             << ", \"step_ms\": " << r.step_ms << ", \"allreduce_share\": " << r.allreduce_share
-            << ", \"max_rel_diff\": " << r.max_rel_diff << "}";
+            << ", \"max_rel_diff\": " << r.max_rel_diff;
+        if (r.fused && r.unfused_tokens_per_s > 0) {
+          out << ", \"unfused_tokens_per_s\": " << r.unfused_tokens_per_s
+              << ", \"speedup_vs_unfused\": " << r.tokens_per_s / r.unfused_tokens_per_s;
+        }
+        out << "}";
       }
-      out << "]}\n";
+      out << "]";
+      if (!s.fused_note.empty()) {
+        std::string note;
+        for (char c : s.fused_note) note += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+        out << ", \"fused_note\": \"" << note << "\"";
+      }
+      out << "}\n";
     }
     fflush(stdout);
   }
@@ -118,8 +136,12 @@ bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
     else if (f == "--warmup") a->warmup = atoi(v);
     else if (f == "--json") a->json = v;
     else if (f == "--tolerance") a->tolerance = atof(v);
+    else if (f == "--fused") {
+      if (std::string(v) != "on" && std::string(v) != "off") return false;
+      a->fused = std::string(v) == "on";
+    }
     else if (f == "--device") launch->device = v;
-    else if (f == "--local-world") launch->local_world = atoi(v);
+    else if (f == "--local-world") a->ranks_per_process = launch->local_world = atoi(v);
     else if (f == "--algos") {
       std::string list = v;
       for (size_t pos = 0; pos <= list.size();) {
@@ -142,14 +164,49 @@ bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
   if (layers > 0) a->preset.layers = layers;
   if (experts > 0) a->preset.experts = experts;
   a->preset.top_k = std::min(a->preset.top_k, a->preset.experts);
+  a->ranks_per_process = std::max(1, a->ranks_per_process);
   return a->batch > 0 && a->spec_tokens >= 0 && a->steps > 0 && a->warmup >= 0;
+}
+
+// The fused call with algo (auto, oneshot or twoshot) on a [tokens x hidden] fp32 state, gamma 1.
+symmarResult_t fusedCall(float* partial, float* residual, size_t tokens, size_t hidden, const float* gamma,
+                         symmarAlgo_t algo, symmarComm_t comm) {
+  symmarAddRmsNormArgs_t a{};
+  a.input = partial;
+  a.residual_in = residual;
+  a.residual_out = residual;  // the residual stream in place
+  a.norm_out = partial;       // the next block's input over the partial sums
+  a.gamma = gamma;
+  a.eps = 1e-6f;
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.dtype = symmarFloat32;
+  return algo == symmarAlgoAuto ? symmarAllReduceAddRmsNorm(&a, comm, nullptr)
+                                : symmarAllReduceAddRmsNormAlgo(&a, algo, comm, nullptr);
+}
+
+// Whether every rank can run the fused call with algo (a one-token call; collective). *why: the
+// first failing rank's text, on that rank.
+bool fusedAvailable(perf::Group& group, symmarComm_t comm, symmarAlgo_t algo, size_t hidden, std::string* why) {
+  std::vector<float> partial(hidden, 1.0f), residual(hidden, 0.0f), gamma(hidden, 1.0f);
+  const symmarResult_t r = fusedCall(partial.data(), residual.data(), 1, hidden, gamma.data(), algo, comm);
+  if (r != symmarSuccess) *why = std::string(symmarGetErrorString(r)) + ": " + symmarGetLastError(comm);
+  return group.sumOf(r == symmarSuccess ? 0 : 1) == 0;
 }
 
 // The host variant: fp32 OpenBLAS on CPU ranks, allreduce on host buffers.
 int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
   const int tokens = args.tokens();
+  const size_t hidden = static_cast<size_t>(args.preset.hidden);
+  const std::string refusal = hostMemoryRefusal(args, group.size(), args.ranks_per_process,
+                                                Model::estimateBytes(args.preset, group.size(), tokens));
+  if (!refusal.empty()) {
+    if (group.rank() == 0) fprintf(stderr, "%s\n", refusal.c_str());
+    return 1;
+  }
   Model model(args.preset, group.rank(), group.size(), 1234u);
   const std::vector<float> initial = initialHidden(args);
+  const std::vector<float> gamma(hidden, 1.0f);
 
   std::vector<symmarAlgo_t> algos = args.algos;
   if (algos.empty()) {  // every algorithm this comm can serve (the probe is collective)
@@ -161,35 +218,59 @@ int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
       if (group.sumOf(r == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
   }
-  RunSummary summary{"host", model.weightBytes(), sizeof(float), args.tolerance >= 0 ? args.tolerance : 1e-3, {}, 0};
+  RunSummary summary{"host", model.weightBytes(), sizeof(float), args.tolerance >= 0 ? args.tolerance : 1e-3, {}, 0, ""};
   std::vector<float> reference;
   bool ok = true;
   for (symmarAlgo_t algo : algos) {
-    double ar_seconds = 0;
-    auto allreduce = [&](float* data, size_t count) {
-      auto t0 = std::chrono::steady_clock::now();
-      symmarResult_t r = symmarAllReduceAlgo(data, data, count, symmarFloat32, symmarSum, algo, comm, nullptr);
-      ar_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r != symmarSuccess) fprintf(stderr, "rank %d: %s: %s\n", group.rank(), symmarGetErrorString(r), symmarGetLastError(comm));
-      return r == symmarSuccess;
-    };
-    std::vector<float> hidden;
-    double step_seconds = 0;
-    for (int s = 0; s < args.warmup + args.steps && ok; ++s) {
-      hidden = initial;  // every step decodes the same tokens, so the outputs are comparable
-      group.barrier();
-      if (s == args.warmup) ar_seconds = 0;
-      auto t0 = std::chrono::steady_clock::now();
-      ok = model.forward(&hidden, tokens, allreduce);
-      if (s >= args.warmup) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The fused call has the one-shot and two-shot forms (auto plans between them); other
+    // algorithms run unfused only.
+    bool fused_here = args.fused && (algo == symmarAlgoAuto || algo == symmarAlgoOneShot || algo == symmarAlgoTwoShot);
+    std::string why;
+    if (fused_here && !fusedAvailable(group, comm, algo, hidden, &why)) {
+      fused_here = false;
+      if (summary.fused_note.empty()) {
+        summary.fused_note = std::string("fused call unavailable (") + symmarAlgoName(algo) + "), unfused only" +
+                             (why.empty() ? "" : ": " + why);
+        if (group.rank() == 0) fprintf(stderr, "moe_decode: %s\n", summary.fused_note.c_str());
+      }
     }
-    if (group.sumOf(ok ? 0 : 1) != 0) return 1;
-    // Agreement across ranks: every rank's final state against rank 0's, through a checksum gather.
-    summary.disagree += ranksDisagreeing(group, hidden);
-    if (reference.empty()) reference = hidden;
-    const double step = group.maxOf(step_seconds / args.steps);
-    const double share = group.maxOf(ar_seconds / args.steps) / step;
-    summary.results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden, reference))});
+    double unfused_tps = 0;
+    for (int fused = 0; fused <= (fused_here ? 1 : 0); ++fused) {
+      double ar_seconds = 0;
+      auto allreduce = [&](float* data, size_t count) {
+        auto t0 = std::chrono::steady_clock::now();
+        symmarResult_t r = symmarAllReduceAlgo(data, data, count, symmarFloat32, symmarSum, algo, comm, nullptr);
+        ar_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r != symmarSuccess) fprintf(stderr, "rank %d: %s: %s\n", group.rank(), symmarGetErrorString(r), symmarGetLastError(comm));
+        return r == symmarSuccess;
+      };
+      FusedFn fused_fn = [&](float* partial, float* residual, size_t rows) {
+        auto t0 = std::chrono::steady_clock::now();
+        symmarResult_t r = fusedCall(partial, residual, rows, hidden, gamma.data(), algo, comm);
+        ar_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r != symmarSuccess) fprintf(stderr, "rank %d: %s: %s\n", group.rank(), symmarGetErrorString(r), symmarGetLastError(comm));
+        return r == symmarSuccess;
+      };
+      std::vector<float> hidden_state;
+      double step_seconds = 0;
+      for (int s = 0; s < args.warmup + args.steps && ok; ++s) {
+        hidden_state = initial;  // every step decodes the same tokens, so the outputs are comparable
+        group.barrier();
+        if (s == args.warmup) ar_seconds = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        ok = model.forward(&hidden_state, tokens, allreduce, fused ? &fused_fn : nullptr);
+        if (s >= args.warmup) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      if (group.sumOf(ok ? 0 : 1) != 0) return 1;
+      // Agreement across ranks: every rank's final state against rank 0's, through a checksum gather.
+      summary.disagree += ranksDisagreeing(group, hidden_state);
+      if (reference.empty()) reference = hidden_state;
+      const double step = group.maxOf(step_seconds / args.steps);
+      const double share = group.maxOf(ar_seconds / args.steps) / step;
+      summary.results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden_state, reference)),
+                                 fused == 1, fused ? unfused_tps : 0.0});
+      if (!fused) unfused_tps = tokens / step;
+    }
   }
   return report(args, group, comm, summary);
 }
@@ -210,9 +291,10 @@ int main(int argc, char** argv) {
   if (!moe::parse(argc, argv, &args, &launch)) {
     fprintf(stderr,
             "usage: moe_decode [--preset %s] [--layers N] [--experts N] [--batch N] [--spec-tokens K]\n"
-            "                  [--steps N] [--warmup N] [--algos LIST] [--json FILE] [--tolerance X]\n"
+            "                  [--steps N] [--warmup N] [--algos LIST] [--json FILE] [--tolerance X] [--fused on|off]\n"
             "                  [--device cpu|gpu|auto] [--local-world N]   (or under mpirun: one rank per process)\n"
-            "  --device cpu (default): host ranks, fp32 OpenBLAS; gpu|auto: bf16 cuBLAS in CUDA graphs on a GPU comm\n",
+            "  --device cpu (default): host ranks, fp32 OpenBLAS; gpu|auto: bf16 cuBLAS in CUDA graphs on a GPU comm\n"
+            "  --fused on (default): each algorithm also runs with the fused allreduce + residual add + RMSNorm\n",
             moe::presetNames());
     return 2;
   }

@@ -159,7 +159,8 @@ class Runner {
   GpuModel model_;
 };
 
-int runAll(const Args& args, perf::Group& group, symmarComm_t comm, int device, void* symmetric_partial) {
+int runAll(const Args& args, perf::Group& group, symmarComm_t comm, int device, void* symmetric_partial,
+           const std::string& fused_note) {
   Runner runner(args, group, comm);
   if (!runner.setUp(device, symmetric_partial)) return 1;
   const std::vector<symmarAlgo_t> algos = runner.algorithms();
@@ -171,7 +172,7 @@ int runAll(const Args& args, perf::Group& group, symmarComm_t comm, int device, 
   if (!runner.capture(nullptr, &bare) || !runner.replay(bare, &bare_seconds)) return 1;
   const double compute = group.maxOf(bare_seconds);
 
-  RunSummary summary{"cuda", runner.weightBytes(), 2, args.tolerance >= 0 ? args.tolerance : 2e-2, {}, 0};
+  RunSummary summary{"cuda", runner.weightBytes(), 2, args.tolerance >= 0 ? args.tolerance : 2e-2, {}, 0, fused_note};
   std::vector<float> reference, hidden;
   for (symmarAlgo_t algo : algos) {
     cudaGraphExec_t exec = nullptr;
@@ -181,9 +182,38 @@ int runAll(const Args& args, perf::Group& group, symmarComm_t comm, int device, 
     if (reference.empty()) reference = hidden;
     const double step = group.maxOf(seconds);
     const double share = std::min(1.0, std::max(0.0, 1.0 - compute / step));
-    summary.results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden, reference))});
+    summary.results.push_back({algo, tokens / step, step * 1e3, share, group.maxOf(relDiff(hidden, reference)), false, 0.0});
   }
   return report(args, group, comm, summary);
+}
+
+// The GPU variant's step has no fused path yet: one line on why it runs unfused (the fused call
+// probed with one bf16 token; collective, printed by rank 0).
+std::string fusedNote(perf::Group& group, symmarComm_t comm, int device) {
+  void* buf = nullptr;
+  symmarResult_t r = symmarInternalError;
+  std::string why = "cudaMalloc failed";
+  if (cudaMalloc(&buf, 64) == cudaSuccess) {
+    symmarAddRmsNormArgs_t a{};
+    a.input = buf;
+    a.residual_out = static_cast<char*>(buf) + 16;
+    a.norm_out = static_cast<char*>(buf) + 32;
+    a.gamma = static_cast<char*>(buf) + 48;
+    a.eps = 1e-6f;
+    a.tokens = 1;
+    a.hidden = 1;
+    a.dtype = symmarBfloat16;
+    r = symmarAllReduceAddRmsNorm(&a, comm, nullptr);
+    why = r == symmarSuccess ? "" : std::string(symmarGetErrorString(r)) + ": " + symmarGetLastError(comm);
+    cudaDeviceSynchronize();
+    cudaFree(buf);
+  }
+  cudaGetLastError();
+  const bool all = group.sumOf(r == symmarSuccess ? 0 : 1) == 0;
+  std::string note = all ? "the GPU variant runs unfused (its step does not use the fused call yet)"
+                         : "fused call unavailable on this GPU comm, running unfused: " + why;
+  if (group.rank() == 0) fprintf(stderr, "moe_decode: %s (device %d)\n", note.c_str(), device);
+  return note;
 }
 
 }  // namespace
@@ -202,12 +232,29 @@ bool gpuPresent(std::string* why) {
 
 int runGpu(const Args& args, perf::Group& group, symmarComm_t comm, int device) {
   if (cudaSetDevice(device) != cudaSuccess) cudaGetLastError();  // reported again (and agreed on) in setUp
+  // Memory: every rank on this device needs its bf16 weights (the estimate of the fp32 host model,
+  // halved), against what the device has free. Agreed on before anything is allocated.
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    free_bytes = 0;
+  }
+  int sharing = 0;
+  for (double d : group.gather(static_cast<double>(device))) sharing += static_cast<int>(d) == device;
+  const std::string refusal = free_bytes ? tooBig(args, Model::estimateBytes(args.preset, group.size(), args.tokens()) / 2,
+                                                  std::max(1, sharing), free_bytes, "this GPU (cudaMemGetInfo)")
+                                         : std::string();
+  if (group.sumOf(refusal.empty() ? 0 : 1) != 0) {
+    if (!refusal.empty()) fprintf(stderr, "%s\n", refusal.c_str());
+    return 1;
+  }
+  const std::string fused_note = args.fused ? fusedNote(group, comm, device) : std::string();
   // The allreduce input lives in a symmetric buffer when every rank gets one (zero-copy input);
   // otherwise each rank's model allocates its own and the library copies it in.
   const size_t bytes = static_cast<size_t>(args.tokens()) * args.preset.hidden * 2;
   void* symmetric = nullptr;
   const bool all_symmetric = group.sumOf(symmarMemAlloc(comm, bytes, &symmetric) == symmarSuccess ? 0 : 1) == 0;
-  const int status = runAll(args, group, comm, device, all_symmetric ? symmetric : nullptr);
+  const int status = runAll(args, group, comm, device, all_symmetric ? symmetric : nullptr, fused_note);
   // Collective free once every rank is done with the buffer (a partial failure leaves the buffers
   // to symmarCommDestroy).
   group.barrier();

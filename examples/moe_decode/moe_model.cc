@@ -68,21 +68,28 @@ size_t Model::weightBytes() const {
   return sizeof(float) * (w_o_.size() + w_router_.size() + w_gate_.size() + w_up_.size() + w_down_.size());
 }
 
-bool Model::layer(std::vector<float>* xp, int tokens, const AllReduceFn& allreduce) const {
-  std::vector<float>& x = *xp;
-  const int h = p_.hidden, E = p_.experts, I = inter_shard_;
+size_t Model::estimateBytes(const Preset& p, int world, int tokens) {
+  const size_t h = p.hidden, e = p.experts, t = tokens;
+  const size_t a = p.hidden / world + p.hidden % world, i = std::max(1, p.expert_inter / world);
+  const size_t weights = a * h + h * e + 3 * e * h * i;
+  // hidden, its copy per step, normed, partial, the expert inputs/outputs (top-k rows per token) and
+  // the logits; the fused call's sum buffer
+  const size_t activations = 6 * t * h + 2 * t * p.top_k * (h + 2 * i) + t * e;
+  return sizeof(float) * (weights + activations);
+}
+
+void Model::attention(const std::vector<float>& normed, int tokens, std::vector<float>* partial) const {
   // Attention (simplified): the normalised hidden state stands in for the attention context; this
   // rank owns columns [attn_offset, attn_offset + attn_shard) and projects them with its row shard.
-  std::vector<float> normed(x);
-  for (int t = 0; t < tokens; ++t) rmsNorm(&normed[static_cast<size_t>(t) * h], h);
-  std::vector<float> partial(static_cast<size_t>(tokens) * h);
-  gemm(normed.data() + attn_offset_, w_o_.data(), partial.data(), tokens, h, attn_shard_, h);
-  if (!allreduce(partial.data(), partial.size())) return false;
-  for (size_t k = 0; k < x.size(); ++k) x[k] += partial[k];
+  const int h = p_.hidden;
+  partial->resize(static_cast<size_t>(tokens) * h);
+  gemm(normed.data() + attn_offset_, w_o_.data(), partial->data(), tokens, h, attn_shard_, h);
+}
 
+void Model::experts(const std::vector<float>& normed, int tokens, std::vector<float>* partialp) const {
+  std::vector<float>& partial = *partialp;
+  const int h = p_.hidden, E = p_.experts, I = inter_shard_;
   // Router (replicated, so every rank picks the same experts), top-k with softmax weights.
-  normed = x;
-  for (int t = 0; t < tokens; ++t) rmsNorm(&normed[static_cast<size_t>(t) * h], h);
   std::vector<float> logits(static_cast<size_t>(tokens) * E);
   gemm(normed.data(), w_router_.data(), logits.data(), tokens, E, h, h);
   std::vector<std::vector<std::pair<int, float>>> routed(E);  // expert -> (token, weight)
@@ -98,7 +105,7 @@ bool Model::layer(std::vector<float>* xp, int tokens, const AllReduceFn& allredu
   }
 
   // Expert FFNs (SwiGLU) on this rank's intermediate shard; partial outputs summed by allreduce.
-  std::fill(partial.begin(), partial.end(), 0.0f);
+  partial.assign(static_cast<size_t>(tokens) * h, 0.0f);
   std::vector<float> in, gate, up, out;
   for (int e = 0; e < E; ++e) {
     const int n = static_cast<int>(routed[e].size());
@@ -122,12 +129,45 @@ bool Model::layer(std::vector<float>* xp, int tokens, const AllReduceFn& allredu
       for (int k = 0; k < h; ++k) dst[k] += w * src[k];
     }
   }
+}
+
+bool Model::layer(std::vector<float>* xp, int tokens, const AllReduceFn& allreduce) const {
+  std::vector<float>& x = *xp;
+  const int h = p_.hidden;
+  std::vector<float> normed(x), partial;
+  for (int t = 0; t < tokens; ++t) rmsNorm(&normed[static_cast<size_t>(t) * h], h);
+  attention(normed, tokens, &partial);
+  if (!allreduce(partial.data(), partial.size())) return false;
+  for (size_t k = 0; k < x.size(); ++k) x[k] += partial[k];
+  normed = x;
+  for (int t = 0; t < tokens; ++t) rmsNorm(&normed[static_cast<size_t>(t) * h], h);
+  experts(normed, tokens, &partial);
   if (!allreduce(partial.data(), partial.size())) return false;
   for (size_t k = 0; k < x.size(); ++k) x[k] += partial[k];
   return true;
 }
 
-bool Model::forward(std::vector<float>* hidden, int tokens, const AllReduceFn& allreduce) const {
+// normed holds RMSNorm(x) on entry (from the previous layer's fused call) and on return.
+bool Model::layerFused(std::vector<float>* x, std::vector<float>* normed, int tokens, const FusedFn& fused) const {
+  std::vector<float> partial;
+  attention(*normed, tokens, &partial);
+  if (!fused(partial.data(), x->data(), tokens)) return false;
+  normed->swap(partial);  // the fused call wrote the norm over its input
+  experts(*normed, tokens, &partial);
+  if (!fused(partial.data(), x->data(), tokens)) return false;
+  normed->swap(partial);
+  return true;
+}
+
+bool Model::forward(std::vector<float>* hidden, int tokens, const AllReduceFn& allreduce, const FusedFn* fused) const {
+  if (fused) {
+    std::vector<float> normed(*hidden);  // the first layer's input norm; later ones come fused
+    for (int t = 0; t < tokens; ++t) rmsNorm(&normed[static_cast<size_t>(t) * p_.hidden], p_.hidden);
+    for (int l = 0; l < p_.layers; ++l) {
+      if (!layerFused(hidden, &normed, tokens, *fused)) return false;
+    }
+    return true;
+  }
   for (int l = 0; l < p_.layers; ++l) {
     if (!layer(hidden, tokens, allreduce)) return false;
   }

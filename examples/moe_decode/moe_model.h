@@ -24,6 +24,9 @@ const char* presetNames();
 
 /// Allreduce (sum) of a [tokens x hidden] fp32 activation in place; returns false on error.
 using AllReduceFn = std::function<bool(float* data, size_t count)>;
+/// The fused form: residual += allreduce(partial) in place, and partial <- RMSNorm(residual) (gamma
+/// 1, eps 1e-6); both [tokens x hidden] fp32. Returns false on error.
+using FusedFn = std::function<bool(float* partial, float* residual, size_t tokens)>;
 
 class Model {
  public:
@@ -31,12 +34,23 @@ class Model {
   /// shard of the sharded ones. One set of layer weights serves every layer (same shapes, same
   /// compute and communication as distinct weights, a fraction of the memory).
   Model(const Preset& p, int rank, int world, unsigned seed);
-  /// Runs every layer on hidden [tokens x hidden] in place.
-  bool forward(std::vector<float>* hidden, int tokens, const AllReduceFn& allreduce) const;
+  /// Runs every layer on hidden [tokens x hidden] in place. With fused, each layer's attention and
+  /// MoE outputs go through it (allreduce + residual add + the next RMSNorm in one call) instead of
+  /// allreduce, then a separate add and norm.
+  bool forward(std::vector<float>* hidden, int tokens, const AllReduceFn& allreduce,
+               const FusedFn* fused = nullptr) const;
   size_t weightBytes() const;
+  /// What a rank of a world-rank model of preset p holds (weights, plus activations for tokens),
+  /// before allocating any of it; the largest shard of any rank.
+  static size_t estimateBytes(const Preset& p, int world, int tokens);
 
  private:
   bool layer(std::vector<float>* x, int tokens, const AllReduceFn& allreduce) const;
+  bool layerFused(std::vector<float>* x, std::vector<float>* normed, int tokens, const FusedFn& fused) const;
+  /// Attention output projection of normed into partial (this rank's partial sums).
+  void attention(const std::vector<float>& normed, int tokens, std::vector<float>* partial) const;
+  /// Router and expert FFNs on normed into partial (this rank's partial sums).
+  void experts(const std::vector<float>& normed, int tokens, std::vector<float>* partial) const;
 
   Preset p_;
   int world_;

@@ -19,12 +19,16 @@ struct Args {
   std::vector<symmarAlgo_t> algos;  // empty: every algorithm available here
   std::string json;
   double tolerance = -1;  // < 0: the backend's default (1e-3 host fp32, 2e-2 GPU bf16)
+  bool fused = true;      // --fused on: also run each algorithm through the fused allreduce + norm
+  int ranks_per_process = 1;  // --local-world N: N ranks share this process's address space
   int tokens() const { return batch * (spec_tokens + 1); }
 };
 
 struct AlgoResult {
   symmarAlgo_t algo;
   double tokens_per_s, step_ms, allreduce_share, max_rel_diff;
+  bool fused = false;                // the step through symmarAllReduceAddRmsNorm
+  double unfused_tokens_per_s = 0;   // fused rows: the same algorithm's unfused step, same run
 };
 
 struct RunSummary {
@@ -34,6 +38,7 @@ struct RunSummary {
   double tolerance;
   std::vector<AlgoResult> results;
   long disagree;              // ranks whose final states differ from rank 0's (summed over algorithms)
+  std::string fused_note;     // why the fused call was not measured (empty: it was, or --fused off)
 };
 
 /// The same input tokens on every rank (fixed seed), [tokens x hidden].
@@ -44,6 +49,13 @@ double relDiff(const std::vector<float>& a, const std::vector<float>& b);
 long ranksDisagreeing(perf::Group& group, const std::vector<float>& hidden);
 /// Prints the table (rank 0) and writes the JSON; returns the exit status (non-zero on disagreement).
 int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSummary& s);
+
+/// Empty when per_rank bytes for each of world ranks fit this machine's MemAvailable (and
+/// ranks_in_process of them this process's address-space limit); else the refusal, naming
+/// --experts and --layers. Reads no more than /proc.
+std::string hostMemoryRefusal(const Args& args, int world, int ranks_in_process, size_t per_rank);
+/// The refusal text for need = per_rank x ranks against available bytes at where; empty if it fits.
+std::string tooBig(const Args& args, size_t per_rank, int ranks, size_t available, const char* where);
 
 /// Whether this process sees a usable CUDA device (false with *why; always false without CUDA).
 bool gpuPresent(std::string* why);
