@@ -111,6 +111,15 @@ struct KernelArgs {
   DeviceState* state;
   volatile int* status;      ///< device view of the mapped host status words
   long long timeout_ns;      ///< bound of every spin, in %globaltimer nanoseconds
+  // The fused allreduce + residual add + RMSNorm (send = input, recv = residual_out, count =
+  // tokens x hidden); unused by the plain allreduce kernels.
+  const void* residual_in;  ///< or nullptr
+  void* norm_out;
+  const void* gamma;
+  unsigned char* fp8_out;   ///< or nullptr
+  float fp8_scale;
+  float eps;
+  size_t hidden;
 };
 constexpr uint64_t kStagedInput = sched::kStagedInput;
 
@@ -143,6 +152,8 @@ const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* lamportKernel(symmarDataType_t dtype, symmarRedOp_t op);
+/// The fused allreduce + residual add + RMSNorm kernels (sum only), one-shot or two-shot form.
+const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot);
 
 }  // namespace gpu
 }  // namespace symmar

@@ -140,7 +140,7 @@ fi
   echo
   for t in GpuCoSchedule.RanksSharingAGpuKeepTheKernels GpuTopology.SharedGpuReportsPeerLink \
     GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
-    GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory; do
+    GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then

@@ -21,23 +21,6 @@ namespace {
 // The kernels' smallest staging buffer: one chunk must cover a useful share of a one-shot message.
 constexpr size_t kMinStagingBytes = size_t{64} << 10;
 
-/// Makes the comm's device current for the scope and restores the caller's afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    if (prev_ != device) cudaSetDevice(device);
-    switched_ = prev_ != device && prev_ >= 0;
-  }
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = -1;
-  bool switched_ = false;
-};
-
 }  // namespace
 
 CudaBackend::~CudaBackend() {
@@ -245,11 +228,16 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   }
   const LaunchContext lc = launchContext();
   KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);
-  void* params[] = {&a};
+  return launch(kernel, gridFor(lc, count, dtype), threadsFor(algo), &a, s);
+  return symmarSuccess;
+}
+
+symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream) {
+  void* params[] = {args};
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(gridFor(lc, count, dtype)));
-  cfg.blockDim = dim3(static_cast<unsigned>(threadsFor(algo)));
-  cfg.stream = s;
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.stream = stream;
   // Programmatic dependent launch: the kernel may start while the one producing its input ends;
   // every kernel waits (griddepcontrol.wait) before its first read of input or state.
   cudaLaunchAttribute pdl{};

@@ -19,6 +19,23 @@
 namespace symmar {
 namespace gpu {
 
+/// Makes the comm's device current for the scope and restores the caller's afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) cudaSetDevice(device);
+    switched_ = prev_ != device && prev_ >= 0;
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+};
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(const BackendContext& ctx) : ctx_(ctx), arena_(0) {}
@@ -29,6 +46,7 @@ class CudaBackend : public Backend {
 
   symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                            symmarAlgo_t algo, void* stream) override;
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t asyncError() override;
@@ -60,6 +78,8 @@ class CudaBackend : public Backend {
   symmarResult_t initPad();
   /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
   LaunchContext launchContext() const;
+  /// Launches kernel (programmatic dependent launch where enabled).
+  symmarResult_t launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream);
 
   BackendContext ctx_;
   int device_ = -1;

@@ -99,6 +99,29 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   return a;
 }
 
+size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
+  const size_t row = call.hidden * symmarTypeSize(call.dtype);
+  const size_t out_row = 2 * row + (call.fp8_out ? call.hidden : 0);
+  return sched::stagingHalfBytes(ctx.layout.staging_bytes) / (two_shot ? out_row : row);
+}
+
+KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {
+  KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
+                                symmarAlgoTwoShot);
+  a.send_offset = kStagedInput;  // the fused kernels always stage their rows
+  a.aligned = 0;
+  a.residual_in = call.residual_in;
+  a.norm_out = call.norm_out;
+  a.gamma = call.gamma;
+  a.fp8_out = static_cast<unsigned char*>(call.fp8_out);
+  a.fp8_scale = call.fp8_scale;
+  a.eps = call.eps;
+  a.hidden = call.hidden;
+  const int g = gridFor(ctx, call.tokens * call.hidden, call.dtype);
+  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(g), call.tokens)));
+  return a;
+}
+
 ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result) {
   ProbeArgs p{};
   p.rank = ctx.rank;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
 #include "symmar/symmar.h"
@@ -64,6 +65,11 @@ inline int threadsFor(symmarAlgo_t algo) { return algo == symmarAlgoLamport ? kL
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);
+/// The fused allreduce + residual add + RMSNorm of call (form: one-shot or two-shot). Inputs are
+/// always staged. *grid receives the blocks to launch (at most one per row).
+KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
+/// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not fit).
+size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot);
 /// Co-scheduling probe: rounds, and the bound shared by every round after the first. Kernels that
 /// run concurrently meet in about a microsecond a round (64 rounds: ~0.1 ms); serialised or
 /// time-sliced ones need a context switch a round, far more than 2 ms for 63 of them.

@@ -106,6 +106,19 @@ bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
   return true;
 }
 
+bool EmuComm::runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot) {
+  std::vector<Launch> launches;
+  for (int r = 0; r < o_.world; ++r) {
+    const AddRmsNormCall& c = calls[static_cast<size_t>(r)];
+    if (gpu::addRmsNormRowsPerChunk(context(r), c, two_shot) == 0) return false;
+    int grid = 1;
+    const gpu::KernelArgs a = gpu::makeAddRmsNormArgs(context(r), c, &grid);
+    launches.push_back(Launch{gpu::addRmsNormKernel(c.dtype, two_shot), grid, a});
+  }
+  runConcurrently(launches);
+  return true;
+}
+
 std::vector<std::array<long long, 2>> EmuComm::probe(const std::vector<int>& launching, bool sequential) {
   std::vector<std::array<long long, 2>> results(launching.size(), {0, 0});
   std::vector<gpu::ProbeArgs> args;

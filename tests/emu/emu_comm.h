@@ -55,6 +55,9 @@ class EmuComm {
   /// Builds each rank's KernelArgs with gpu::makeKernelArgs and grid with gpu::gridFor, and runs
   /// the ranks in `launching` (all when empty) concurrently. False when no kernel serves the call.
   bool run(const EmuCall& call, const std::vector<int>& launching = {});
+  /// Runs the fused allreduce + residual add + RMSNorm, calls[r] being rank r's; false when a row
+  /// does not fit the staging buffer.
+  bool runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot);
   /// Runs the co-scheduling probe kernel on the ranks in `launching` (all when empty), all at once
   /// or (sequential) one rank after another; returns each launched rank's two result words.
   std::vector<std::array<long long, 2>> probe(const std::vector<int>& launching, bool sequential);

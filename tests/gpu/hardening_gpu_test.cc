@@ -1,6 +1,7 @@
 // What a first GPU run would have hit: ranks sharing a GPU must run at once (the co-scheduling
 // probe keeps the kernels), a late rank after a peer's timeout must not produce data, grids follow
 // the message size, and an NCCL-served call may be the first one captured in a CUDA graph.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -138,6 +139,71 @@ TEST(GpuHostStaged, P2pOffRunsTheKernelsThroughHostMemory) {
         ASSERT_EQ(ref[i], elemAt(symmarFloat32, out, i)) << symmarAlgoName(algo) << " rank " << r << " i " << i;
       }
       cudaFree(buf[r]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace symmar_gpu_test
+
+namespace symmar_gpu_test {
+namespace {
+
+// The fused allreduce + residual add + RMSNorm on the GPU, both forms, against a float64 reference.
+TEST(GpuFused, AddRmsNormMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0, 0}, 10000, 0);
+  ASSERT_TRUE(w.ok()) << w.error();
+  const size_t tokens = 7, hidden = 4096, n = tokens * hidden;
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    std::vector<float*> in(2), res(2), norm(2), gamma(2);
+    std::vector<std::vector<float>> host_in(2, std::vector<float>(n));
+    std::vector<float> host_res(n), host_gamma(hidden, 1.0f);
+    for (size_t i = 0; i < n; ++i) host_res[i] = static_cast<float>(i % 5) - 2.0f;
+    for (int r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < n; ++i) host_in[r][i] = static_cast<float>((i * 3 + r) % 7) - 3.0f;
+      CUDA_OK(devAlloc(&in[r], n * 4));
+      CUDA_OK(devAlloc(&res[r], n * 4));
+      CUDA_OK(devAlloc(&norm[r], n * 4));
+      CUDA_OK(devAlloc(&gamma[r], hidden * 4));
+      CUDA_OK(cudaMemcpyAsync(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice, w.stream(r)));
+      CUDA_OK(cudaMemcpyAsync(res[r], host_res.data(), n * 4, cudaMemcpyHostToDevice, w.stream(r)));
+      CUDA_OK(cudaMemcpyAsync(gamma[r], host_gamma.data(), hidden * 4, cudaMemcpyHostToDevice, w.stream(r)));
+    }
+    for (int r = 0; r < 2; ++r) {
+      symmarAddRmsNormArgs_t a{};
+      a.input = in[r];
+      a.residual_in = res[r];
+      a.residual_out = res[r];
+      a.norm_out = norm[r];
+      a.gamma = gamma[r];
+      a.eps = 1e-6f;
+      a.tokens = tokens;
+      a.hidden = hidden;
+      a.dtype = symmarFloat32;
+      SYMMAR_OK(symmarAllReduceAddRmsNormAlgo(&a, algo, w.comm(r), w.stream(r)));
+    }
+    CUDA_OK(w.sync());
+    std::vector<float> got_res(n), got_norm(n);
+    CUDA_OK(cudaMemcpy(got_res.data(), res[1], n * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_norm.data(), norm[1], n * 4, cudaMemcpyDeviceToHost));
+    for (size_t t = 0; t < tokens; ++t) {
+      double ss = 0;
+      for (size_t i = 0; i < hidden; ++i) {
+        const double want = host_in[0][t * hidden + i] + host_in[1][t * hidden + i] + host_res[t * hidden + i];
+        ASSERT_EQ(want, got_res[t * hidden + i]) << symmarAlgoName(algo);
+        ss += want * want;
+      }
+      const double inv = 1.0 / std::sqrt(ss / hidden + 1e-6);
+      for (size_t i = 0; i < hidden; ++i) {
+        ASSERT_NEAR(got_res[t * hidden + i] * inv, got_norm[t * hidden + i], 1e-5) << symmarAlgoName(algo);
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      cudaFree(in[r]);
+      cudaFree(res[r]);
+      cudaFree(norm[r]);
+      cudaFree(gamma[r]);
     }
   }
 }

@@ -1,0 +1,174 @@
+// symmar_norm_perf: the fused allreduce + residual add + RMSNorm (symmarAllReduceAddRmsNorm)
+// against what an engine runs without it, an allreduce followed by its own residual add and
+// RMSNorm pass, for decode shapes (tokens x hidden, bf16 by default), host backend, ranks as
+// threads of this process. Both are timed in the same loop, interleaved, so the ratio holds even
+// while the machine's speed drifts.
+//
+//   symmar_norm_perf [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [-d bf16|f16|f32]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/host_reduce.h"  // element conversions (inline, no library state)
+#include "symmar/symmar.h"
+
+namespace {
+
+struct Options {
+  int world = 2;
+  size_t hidden = 7168;
+  std::vector<size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int iters = 200;
+  symmarDataType_t dtype = symmarBfloat16;
+};
+
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Row conversions with the dtype switch outside the loop, as an engine's vectorised pass would run.
+void rowToFloat(const char* src, symmarDataType_t dt, size_t n, float* dst) {
+  if (dt == symmarFloat32) {
+    std::memcpy(dst, src, n * 4);
+  } else if (dt == symmarBfloat16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < n; ++i) dst[i] = symmar::bf16ToFloat(h[i]);
+  } else {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < n; ++i) dst[i] = symmar::halfToFloat(h[i]);
+  }
+}
+void rowFromFloat(const float* src, symmarDataType_t dt, size_t n, char* dst) {
+  if (dt == symmarFloat32) {
+    std::memcpy(dst, src, n * 4);
+  } else if (dt == symmarBfloat16) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) h[i] = symmar::floatToBf16(src[i]);
+  } else {
+    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) h[i] = symmar::floatToHalf(src[i]);
+  }
+}
+
+/// The engine's own pass after a plain allreduce: residual += sum; norm = rmsnorm(residual) * gamma.
+void separateAddNorm(const char* sum, char* residual, char* norm, const char* gamma, size_t tokens, size_t hidden,
+                     symmarDataType_t dt) {
+  const size_t elem = symmarTypeSize(dt);
+  std::vector<float> x(hidden), r(hidden), g(hidden);
+  rowToFloat(gamma, dt, hidden, g.data());
+  for (size_t t = 0; t < tokens; ++t) {
+    const size_t off = t * hidden * elem;
+    rowToFloat(sum + off, dt, hidden, x.data());
+    rowToFloat(residual + off, dt, hidden, r.data());
+    for (size_t i = 0; i < hidden; ++i) x[i] += r[i];
+    rowFromFloat(x.data(), dt, hidden, residual + off);
+    rowToFloat(residual + off, dt, hidden, x.data());
+    float ss = 0;
+    for (size_t i = 0; i < hidden; ++i) ss += x[i] * x[i];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + 1e-6f);
+    for (size_t i = 0; i < hidden; ++i) x[i] = x[i] * inv * g[i];
+    rowFromFloat(x.data(), dt, hidden, norm + off);
+  }
+}
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    const char* v = argv[i + 1];
+    if (a == "--local-world") {
+      o->world = std::atoi(v);
+    } else if (a == "--hidden") {
+      o->hidden = std::strtoull(v, nullptr, 10);
+    } else if (a == "-n") {
+      o->iters = std::atoi(v);
+    } else if (a == "--tokens") {
+      o->tokens.clear();
+      for (const char* p = v; *p;) {
+        o->tokens.push_back(std::strtoull(p, const_cast<char**>(&p), 10));
+        if (*p == ',') ++p;
+      }
+    } else if (a == "-d") {
+      const std::string d = v;
+      o->dtype = d == "f32" ? symmarFloat32 : d == "f16" ? symmarFloat16 : symmarBfloat16;
+    } else {
+      return false;
+    }
+  }
+  return o->world >= 1 && o->hidden > 0 && o->iters > 0 && !o->tokens.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, &o)) {
+    fprintf(stderr, "usage: %s [--local-world N] [--hidden H] [--tokens 1,2,4] [-n iters] [-d bf16|f16|f32]\n", argv[0]);
+    return 2;
+  }
+  std::vector<symmarComm_t> comms(static_cast<size_t>(o.world));
+  std::vector<int> devices(static_cast<size_t>(o.world), SYMMAR_DEVICE_CPU);
+  if (symmarCommInitAll(comms.data(), o.world, devices.data(), nullptr) != symmarSuccess) {
+    fprintf(stderr, "init failed: %s\n", symmarGetLastError(nullptr));
+    return 1;
+  }
+  const size_t elem = symmarTypeSize(o.dtype);
+  printf("# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank\n",
+         o.world, o.hidden, o.dtype == symmarFloat32 ? "f32" : o.dtype == symmarFloat16 ? "f16" : "bf16", o.iters);
+  printf("#%9s %12s %12s %9s\n", "tokens", "fused", "separate", "speed-up");
+  int status = 0;
+  for (size_t tokens : o.tokens) {
+    const size_t n = tokens * o.hidden;
+    std::vector<double> fused_us(static_cast<size_t>(o.world)), separate_us(static_cast<size_t>(o.world));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < o.world; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<char> in(n * elem), res(n * elem), norm(n * elem), sum(n * elem), gamma(o.hidden * elem);
+        for (size_t i = 0; i < n; ++i) symmar::storeElement(in.data(), o.dtype, i, ((i * 7 + r) % 13) / 8.0 - 0.75);
+        for (size_t i = 0; i < o.hidden; ++i) symmar::storeElement(gamma.data(), o.dtype, i, 1.0);
+        symmarAddRmsNormArgs_t a{};
+        a.input = in.data();
+        a.residual_in = res.data();
+        a.residual_out = res.data();
+        a.norm_out = norm.data();
+        a.gamma = gamma.data();
+        a.eps = 1e-6f;
+        a.tokens = tokens;
+        a.hidden = o.hidden;
+        a.dtype = o.dtype;
+        std::vector<double> f, s;
+        for (int it = 0; it < o.iters + 10; ++it) {
+          double t0 = nowUs();
+          if (symmarAllReduceAddRmsNorm(&a, comms[static_cast<size_t>(r)], nullptr) != symmarSuccess) status = 1;
+          double t1 = nowUs();
+          if (symmarAllReduce(in.data(), sum.data(), n, o.dtype, symmarSum, comms[static_cast<size_t>(r)], nullptr) !=
+              symmarSuccess) {
+            status = 1;
+          }
+          separateAddNorm(sum.data(), res.data(), norm.data(), gamma.data(), tokens, o.hidden, o.dtype);
+          double t2 = nowUs();
+          if (it >= 10) {
+            f.push_back(t1 - t0);
+            s.push_back(t2 - t1);
+          }
+        }
+        std::sort(f.begin(), f.end());
+        std::sort(s.begin(), s.end());
+        fused_us[static_cast<size_t>(r)] = f[f.size() / 2];
+        separate_us[static_cast<size_t>(r)] = s[s.size() / 2];
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double fu = *std::max_element(fused_us.begin(), fused_us.end());
+    const double se = *std::max_element(separate_us.begin(), separate_us.end());
+    printf("%10zu %12.2f %12.2f %8.2fx\n", tokens, fu, se, se / fu);
+  }
+  for (symmarComm_t c : comms) symmarCommDestroy(c);
+  if (status) fprintf(stderr, "a call failed\n");
+  return status;
+}

@@ -1,0 +1,5 @@
+// cuda/add_rms_norm.cu, compiled unchanged as host C++ on the emulated CUDA runtime.
+// clang-format off
+#include "emu/emu_runtime.h"
+#include "cuda/add_rms_norm.cu"
+// clang-format on
