@@ -117,7 +117,9 @@ inline __device__ SYMMAR_NOINLINE bool entryCheck(const KernelArgs& a, BlockShar
     markAbort(sh);
   }
   __syncthreads();
-  return sh->abort == 0;
+  const bool ok = sh->abort == 0;
+  __syncthreads();  // every thread has read the flag before any may set it again
+  return ok;
 }
 
 /// Start of every barrier kernel: the entry check, then loads this block's epoch and waits until
