@@ -21,7 +21,7 @@ symmarResult_t makeUniqueId(symmarUniqueId* id);
 
 /// Identity of this process for locality checks: ranks share memory only with the same host id.
 struct ProcessIdentity {
-  uint64_t host_hash;  // hostname + boot id
+  uint64_t host_hash;  // hostname + boot id, or SYMMAR_HOST_ID
   int32_t pid;
   int32_t pad;
 };

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 #include <mutex>
 
@@ -208,4 +209,36 @@ TEST(Bootstrap, PeerSettingsOutsideTheRegistryRangesFailCreation) {
     return 0;
   });
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+}
+
+// SYMMAR_HOST_ID makes processes on one machine count as separate hosts (the way multi-host comms
+// are tested here): ranks with different ids share no memory, so without an MPI fallback the comm
+// has no algorithm and says so; ranks with the same id are local as before.
+TEST(Bootstrap, HostIdSeparatesOrJoinsHosts) {
+  for (bool same : {false, true}) {
+    symmarUniqueId id;
+    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+    auto status = mp::runForked(2, [&](int rank) {
+      setenv("SYMMAR_HOST_ID", same ? "node-a" : (rank == 0 ? "node-a" : "node-b"), 1);
+      symmarConfig_t cfg = cpuConfig(10000);
+      symmarComm_t comm = nullptr;
+      if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) return 1;
+      symmarTopology_t topo;
+      if (symmarCommTopology(comm, &topo) != symmarSuccess) return 2;
+      float x[4] = {1, 2, 3, 4};
+      const symmarResult_t res = symmarAllReduce(x, x, 4, symmarFloat32, symmarSum, comm, nullptr);
+      int bad = 0;
+      if (same) {
+        bad += topo.link != symmarLinkHostMemory;
+        bad += res != symmarSuccess || x[3] != 8.0f;
+      } else {
+        bad += topo.link != symmarLinkUnknown;
+        bad += res != symmarUnsupported;  // no shared memory and no mpi fallback: a clear refusal
+        bad += std::string(symmarGetLastError(comm)).empty();
+      }
+      return bad + (symmarCommDestroy(comm) != symmarSuccess) * 10;
+    });
+    EXPECT_EQ(status[0], 0) << (same ? "same host id" : "different host ids");
+    EXPECT_EQ(status[1], 0) << (same ? "same host id" : "different host ids");
+  }
 }
