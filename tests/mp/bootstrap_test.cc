@@ -5,9 +5,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <string>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "mp/mp_util.h"
 
