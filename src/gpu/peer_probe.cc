@@ -19,6 +19,15 @@ P2pMode p2pModeFromEnv() {
   return kP2pProbe;
 }
 
+P2pMode agreedP2pMode(const std::vector<int32_t>& modes) {
+  int32_t agreed = kP2pTrust;
+  for (int32_t m : modes) {
+    if (m < kP2pTrust || m > kP2pOff) m = kP2pOff;
+    agreed = m > agreed ? m : agreed;
+  }
+  return static_cast<P2pMode>(agreed);
+}
+
 const char* p2pModeName(P2pMode m) { return m == kP2pTrust ? "trust" : m == kP2pOff ? "off" : "probe"; }
 
 BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows) {

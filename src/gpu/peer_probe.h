@@ -3,6 +3,7 @@
 // injected results.
 #pragma once
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ namespace gpu {
 enum P2pMode : int { kP2pTrust = 0, kP2pProbe = 1, kP2pOff = 2 };
 /// This process's SYMMAR_P2P (unknown text: probe, with a WARN).
 P2pMode p2pModeFromEnv();
+/// The mode every rank applies, from every rank's published mode: the most careful one. A value
+/// that is no mode (a corrupt or hostile peer) counts as off.
+P2pMode agreedP2pMode(const std::vector<int32_t>& modes);
 const char* p2pModeName(P2pMode m);
 
 /// One rank's per-peer outcomes (result words 2.. of the probe: 0, wrong words, kP2pTimedOut or

@@ -69,9 +69,7 @@ symmarResult_t CudaBackend::probeCoScheduling() {
 symmarResult_t CudaBackend::agreeP2pMode(P2pMode* mode) {
   std::vector<int32_t> modes;
   SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, p2pModeFromEnv(), &modes));
-  int32_t agreed = kP2pTrust;
-  for (int32_t m : modes) agreed = m > agreed ? m : agreed;
-  *mode = static_cast<P2pMode>(agreed);
+  *mode = agreedP2pMode(modes);
   if (*mode == kP2pTrust && topo_.topo.link == symmarLinkPcie) {
     SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
     checks_ += std::string(checks_.empty() ? "" : ", ") + "peer access trusted (SYMMAR_P2P=trust)";

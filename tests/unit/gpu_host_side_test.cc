@@ -263,6 +263,16 @@ TEST(GpuPeerProbe, FirstBrokenPairAndItsDescription) {
   EXPECT_EQ(firstBrokenPair(rows).rank, -1);
 }
 
+// Every rank applies the most careful mode any rank asks for; a published value that is no mode
+// (bytes from a corrupt or hostile peer) must not turn into "trust".
+TEST(GpuPeerProbe, AgreedModeIsTheMostCarefulAndBoundsPeersValues) {
+  EXPECT_EQ(agreedP2pMode({kP2pTrust, kP2pTrust}), kP2pTrust);
+  EXPECT_EQ(agreedP2pMode({kP2pTrust, kP2pProbe, kP2pTrust}), kP2pProbe);
+  EXPECT_EQ(agreedP2pMode({kP2pProbe, kP2pOff}), kP2pOff);
+  EXPECT_EQ(agreedP2pMode({kP2pTrust, 99}), kP2pOff);
+  EXPECT_EQ(agreedP2pMode({kP2pTrust, -5}), kP2pOff);
+}
+
 TEST(GpuPeerProbe, ModeFromTheEnvironment) {
   unsetenv("SYMMAR_P2P");
   EXPECT_EQ(p2pModeFromEnv(), kP2pProbe) << "the default";
