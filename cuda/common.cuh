@@ -77,13 +77,14 @@ inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int pe
   for (int r = 0; r < a.world; ++r) ptx::st_release_sys(failedWord(padOf(a, r), a.rank), 1u);
 }
 
-/// Spins on a flag in this rank's own pad until it reaches target. Bounded: gives up after
+/// Spins until ready() (a look at this rank's own memory) holds. Bounded: gives up after
 /// timeout_ns (reporting it), when `peer` has pushed its failed word here, or as soon as another
-/// block of this comm has reported a failure.
-__device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* flag, uint32_t target, int peer) {
+/// block of this comm has reported a failure. Every wait of every kernel goes through it.
+template <typename Ready>
+__device__ __forceinline__ bool boundedSpin(const KernelArgs& a, int peer, Ready ready) {
   const long long start = ptx::globaltimer();
   for (uint32_t n = 1;; ++n) {
-    if (sched::epochReached(ptx::ld_acquire_sys(flag), target)) return true;
+    if (ready()) return true;
     if ((n & 63u) == 0) {
       if (ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), peer)) != 0) {
         reportFailure(a, peer, symmarPeerFailure, kReasonPeerFailed);
@@ -96,6 +97,11 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
       if ((n & 8191u) == 0 && ptx::ld_status(a.status) != 0) return false;
     }
   }
+}
+
+/// Spins on a flag in this rank's own pad until it reaches target (boundedSpin).
+__device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* flag, uint32_t target, int peer) {
+  return boundedSpin(a, peer, [&] { return sched::epochReached(ptx::ld_acquire_sys(flag), target); });
 }
 
 /// Entry of every kernel, after the grid dependency (programmatic dependent launch: the kernel

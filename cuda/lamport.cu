@@ -52,31 +52,14 @@ __device__ __forceinline__ uint4* lamportSlot(char* area, int world, int buffer,
   return reinterpret_cast<uint4*>(area + sched::lamportSlotOffset(buffer, from, world));
 }
 
-/// Spins until the vector at p (this rank's own memory) has no empty lane. Bounded like spinUntil.
-/// Out of line: most vectors have arrived by the time they are read (lamportWait's first look).
-template <typename T>
-__device__ __forceinline__ bool lamportSpin(const KernelArgs& a, const uint4* p, int peer, uint4* out) {
-  const long long start = ptx::globaltimer();
-  for (uint32_t n = 1;; ++n) {
-    *out = ptx::ld_volatile_vec(p);
-    if (lamportArrived<T>(*out)) return true;
-    if ((n & 63u) == 0) {
-      if (ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), peer)) != 0) {
-        reportFailure(a, peer, symmarPeerFailure, kReasonPeerFailed);
-        return false;
-      }
-      if (ptx::globaltimer() - start > a.timeout_ns) {
-        reportFailure(a, peer, symmarTimeout, kReasonTimeout);
-        return false;
-      }
-      if ((n & 8191u) == 0 && ptx::ld_status(a.status) != 0) return false;
-    }
-  }
-}
 template <typename T>
 __device__ __forceinline__ bool lamportWait(const KernelArgs& a, const uint4* p, int peer, uint4* out) {
+  // Most vectors have arrived by the time they are read: one look, then the bounded spin.
   *out = ptx::ld_volatile_vec(p);
-  return lamportArrived<T>(*out) || lamportSpin<T>(a, p, peer, out);
+  return lamportArrived<T>(*out) || boundedSpin(a, peer, [&] {
+    *out = ptx::ld_volatile_vec(p);
+    return lamportArrived<T>(*out);
+  });
 }
 
 /// The header of this call: its signature, as 16 bytes no lane of which is empty.
