@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "e4m3_reference.h"
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"
 
@@ -36,12 +37,6 @@ std::string normName(const testing::TestParamInfo<NormCase>& info) {
 double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt == symmarFloat16 ? 2e-3 : 1.6e-2; }
 double inputAt(int rank, size_t t, size_t i) { return static_cast<double>(static_cast<int>((rank * 31 + t * 13 + i * 7) % 23) - 11) / 8.0; }
 double residualAt(size_t t, size_t i) { return static_cast<double>(static_cast<int>((t * 5 + i * 3) % 19) - 9) / 4.0; }
-
-double e4m3Value(int code) {
-  const int e = (code >> 3) & 15, m = code & 7;
-  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return (code & 0x80) ? -v : v;
-}
 
 class FusedNorm : public testing::TestWithParam<NormCase> {};
 
@@ -95,7 +90,7 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
       const double got = loadAs(c.dtype, n_out, t * c.hidden + i);
       ASSERT_NEAR(got, want, tol * std::fabs(want) + 1e-5) << "norm " << t << "," << i;
       if (c.fp8) {
-        const double v = e4m3Value(q[0][t * c.hidden + i]);
+        const double v = e4m3_reference::value(q[0][t * c.hidden + i]);
         const double exact = std::fabs(want / 0.05) >= 448 ? std::copysign(448.0, want) : want / 0.05;
         ASSERT_LE(std::fabs(v - exact), std::fabs(exact) * 0.0625 + std::ldexp(1.0, -9)) << "fp8 " << t << "," << i;
       }

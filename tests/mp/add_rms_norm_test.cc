@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "e4m3_reference.h"
 #include "host/host_reduce.h"
 #include "mp/mp_util.h"
 
@@ -21,27 +22,6 @@ double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt =
 double inputAt(int rank, size_t t, size_t i) { return static_cast<double>(static_cast<int>((rank * 31 + t * 13 + i * 7) % 23) - 11) / 8.0; }
 double residualAt(size_t t, size_t i) { return static_cast<double>(static_cast<int>((t * 5 + i * 3) % 19) - 9) / 4.0; }
 double gammaAt(size_t i) { return 0.5 + static_cast<double>(i % 7) / 8.0; }
-
-/// The E4M3 value of a code (bias 7, 3 mantissa bits, 0x7f/0xff NaN).
-double e4m3Value(int code) {
-  const int e = (code >> 3) & 15, m = code & 7;
-  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return (code & 0x80) ? -v : v;
-}
-
-/// Independent reference quantizer: the nearest E4M3 value by search, ties to the even code,
-/// saturating at 448.
-int referenceE4m3(double v) {
-  if (std::isnan(v)) return 0x7f;
-  const int sign = std::signbit(v) ? 0x80 : 0;
-  const double a = std::fabs(v) >= 448.0 ? 448.0 : std::fabs(v);
-  int best = 0;
-  for (int c = 1; c <= 0x7e; ++c) {
-    const double d = std::fabs(e4m3Value(c) - a), b = std::fabs(e4m3Value(best) - a);
-    if (d < b || (d == b && (c & 1) == 0)) best = c;
-  }
-  return sign | best;
-}
 
 struct Shape {
   size_t tokens, hidden;
@@ -115,10 +95,10 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
       if (s.fp8) {
         // The kernel quantizes its fp32 norm; the reference its float64 one: one code apart at most,
         // and exactly the reference where the two cannot straddle a rounding boundary.
-        const int want_q = referenceE4m3(want / a.fp8_scale);
+        const int want_q = e4m3_reference::quantize(want / a.fp8_scale);
         const int got_q = q[t * s.hidden + i];
-        const bool near = std::fabs(e4m3Value(got_q) - e4m3Value(want_q)) <=
-                          std::fabs(e4m3Value(want_q)) * 0.0625 + std::ldexp(1.0, -9);
+        const bool near = std::fabs(e4m3_reference::value(got_q) - e4m3_reference::value(want_q)) <=
+                          std::fabs(e4m3_reference::value(want_q)) * 0.0625 + std::ldexp(1.0, -9);
         if (!near && wrong++ < 3) {
           fprintf(stderr, "%s: fp8[%zu,%zu] = 0x%02x, expected 0x%02x\n", name(s).c_str(), t, i, got_q, want_q);
         }

@@ -6,43 +6,24 @@
 #include <cstring>
 #include <vector>
 
+#include "e4m3_reference.h"
 #include "host/add_rms_norm.h"
 
 using namespace symmar;
 
-namespace {
-
-double e4m3Value(int code) {
-  const int e = (code >> 3) & 15, m = code & 7;
-  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return (code & 0x80) ? -v : v;
-}
-
-int referenceE4m3(double v) {
-  if (std::isnan(v)) return 0x7f;
-  const int sign = std::signbit(v) ? 0x80 : 0;
-  const double a = std::fabs(v) >= 448.0 ? 448.0 : std::fabs(v);
-  int best = 0;
-  for (int c = 1; c <= 0x7e; ++c) {
-    const double d = std::fabs(e4m3Value(c) - a), b = std::fabs(e4m3Value(best) - a);
-    if (d < b || (d == b && (c & 1) == 0)) best = c;
-  }
-  return sign | best;
-}
-
-}  // namespace
-
 TEST(E4m3, EveryCodeEveryMidpointAndBeyond) {
   for (int code = 0; code < 0x7e; ++code) {
-    const double lo = e4m3Value(code), hi = e4m3Value(code + 1);
+    const double lo = e4m3_reference::value(code), hi = e4m3_reference::value(code + 1);
     for (double f : {0.0, 0.25, 0.5, 0.75}) {
       for (double sign : {1.0, -1.0}) {
         const float v = static_cast<float>(sign * (lo + f * (hi - lo)));
-        EXPECT_EQ(floatToE4m3(v), referenceE4m3(v)) << v;
+        EXPECT_EQ(floatToE4m3(v), e4m3_reference::quantize(v)) << v;
       }
     }
   }
-  for (float v : {448.0f, 449.0f, 464.0f, 1e6f, -500.0f, 1e-12f, -0.0f}) EXPECT_EQ(floatToE4m3(v), referenceE4m3(v)) << v;
+  for (float v : {448.0f, 449.0f, 464.0f, 1e6f, -500.0f, 1e-12f, -0.0f}) {
+    EXPECT_EQ(floatToE4m3(v), e4m3_reference::quantize(v)) << v;
+  }
   EXPECT_EQ(floatToE4m3(NAN), 0x7f);
   EXPECT_EQ(floatToE4m3(INFINITY), 0x7e) << "no infinity in E4M3: saturate";
 }
@@ -63,5 +44,5 @@ TEST(AddRmsNormRow, WorkedByHand) {
   EXPECT_NEAR(norm[0], 2.0f / s, 1e-6f);
   EXPECT_NEAR(norm[2], 4.0f / s, 1e-6f);
   EXPECT_NEAR(norm[3], 3.0f / s, 1e-6f);
-  EXPECT_EQ(q[2], referenceE4m3(4.0 / std::sqrt(12.0) / 0.25)) << "4.62 -> 4.5 (code 0x49)";
+  EXPECT_EQ(q[2], e4m3_reference::quantize(4.0 / std::sqrt(12.0) / 0.25)) << "4.62 -> 4.5 (code 0x49)";
 }
