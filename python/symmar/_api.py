@@ -5,6 +5,7 @@ import ctypes
 from . import _lib as L
 from ._args import DTYPES, LINKS, dtype_name, int_arg, library_op, name_arg
 from ._errors import SymmarError, check
+from ._gather import CallbackAllGather
 
 
 def get_unique_id():
@@ -46,30 +47,24 @@ def plan(cc=(12, 0), link="pcie", world=4, multicast=False, count=7168, dtype="b
     return _algo_name(algo.value)
 
 
-class _AllGather:
+class _AllGather(CallbackAllGather):
     """Adapts a Python allgather(bytes) -> list[bytes] to symmarAllGatherFn. Kept alive (with its
     CFUNCTYPE) for the comm's lifetime: the library calls it for collective memory calls too."""
 
     def __init__(self, fn, nranks):
+        super().__init__()
         self.fn = fn
         self.nranks = nranks
-        self.error = None
-        self.c_fn = L.AllGatherFn(self._call)
 
-    def _call(self, send, recv, nbytes, _user):
-        try:
-            parts = list(self.fn(ctypes.string_at(send, nbytes)))
-            if len(parts) != self.nranks:
-                raise ValueError("allgather returned %d parts for %d ranks" % (len(parts), self.nranks))
-            for i, part in enumerate(parts):
-                part = bytes(part)
-                if len(part) != nbytes:
-                    raise ValueError("allgather part %d has %d bytes, expected %d" % (i, len(part), nbytes))
-                ctypes.memmove(recv + i * nbytes, part, nbytes)
-            return 0
-        except BaseException as e:  # never let an exception cross into C
-            self.error = e
-            return 1
+    def _gather(self, send, recv, nbytes):
+        parts = list(self.fn(ctypes.string_at(send, nbytes)))
+        if len(parts) != self.nranks:
+            raise ValueError("allgather returned %d parts for %d ranks" % (len(parts), self.nranks))
+        for i, part in enumerate(parts):
+            part = bytes(part)
+            if len(part) != nbytes:
+                raise ValueError("allgather part %d has %d bytes, expected %d" % (i, len(part), nbytes))
+            ctypes.memmove(recv + i * nbytes, part, nbytes)
 
 
 def _raise_gather_failure(res, gather):

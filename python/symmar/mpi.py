@@ -23,13 +23,14 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from . import _core
 from . import _lib as L
 from ._args import config, effective_timeout_ms
+from ._gather import CallbackAllGather
 from ._errors import check
 
 # Requests that gave up on their deadline: MPI still owns their buffers until they complete.
 _abandoned = []
 
 
-class _MpiAllGather:
+class _MpiAllGather(CallbackAllGather):
     """symmarAllGatherFn over MPI_Iallgather, polled against the comm's timeout: a rank that never
     makes the matching call costs a TimeoutError (symmarTimeout) instead of a hang."""
 
@@ -37,16 +38,7 @@ class _MpiAllGather:
         self.comm = mpi_comm
         self.nranks = mpi_comm.Get_size()
         self.timeout_ms = timeout_ms
-        self.error = None
-        self.c_fn = L.AllGatherFn(self._call)
-
-    def _call(self, send, recv, nbytes, _user):
-        try:
-            self._gather(send, recv, nbytes)
-            return 0
-        except BaseException as e:  # never let an exception cross into C
-            self.error = e
-            return 1
+        super().__init__()
 
     def _gather(self, send, recv, nbytes):
         mine = bytearray(ctypes.string_at(send, nbytes))

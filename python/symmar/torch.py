@@ -20,6 +20,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from . import _core
 from . import _lib as L
 from ._args import config, effective_timeout_ms
+from ._gather import CallbackAllGather
 
 _core.enable_torch(torch)
 
@@ -28,7 +29,7 @@ _core.enable_torch(torch)
 _abandoned = []
 
 
-class _GroupAllGather:
+class _GroupAllGather(CallbackAllGather):
     """symmarAllGatherFn over a torch.distributed group, bounded by timeout_ms: a rank that never
     makes the matching call costs a TimeoutError (symmarTimeout), not the group's own timeout."""
 
@@ -38,16 +39,7 @@ class _GroupAllGather:
         self.device = device
         self.timeout = datetime.timedelta(milliseconds=timeout_ms)
         self.timeout_ms = timeout_ms
-        self.error = None
-        self.c_fn = L.AllGatherFn(self._call)
-
-    def _call(self, send, recv, nbytes, _user):
-        try:
-            self._gather(send, recv, nbytes)
-            return 0
-        except BaseException as e:  # never let an exception cross into C
-            self.error = e
-            return 1
+        super().__init__()
 
     def _gather(self, send, recv, nbytes):
         mine = torch.frombuffer(bytearray(ctypes.string_at(send, nbytes)), dtype=torch.uint8).to(self.device)
