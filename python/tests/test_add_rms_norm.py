@@ -3,13 +3,12 @@
 per dtype), bitwise across ranks, with and without residual, in place, NumPy and torch; the FP8
 output against an independent NumPy E4M3 quantizer (nearest value, ties to the even code,
 saturation at 448); bad arguments refused before anything is written."""
-import threading
-import traceback
 
 import numpy as np
 import pytest
 
 import symmar
+from rank_threads import run_threads
 
 # Relative tolerances (of max |value| of the row) for residual_out (an fp32 sum rounded once) and
 # norm_out (the norm of the stored residual in fp32, rounded once): a few units of the dtype's
@@ -17,25 +16,6 @@ import symmar
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 DTYPES = list(TOL)
 EPS = 1e-6
-
-
-def _run_threads(comms, fn):
-    results, errors = [None] * len(comms), []
-
-    def body(i):
-        try:
-            results[i] = fn(comms[i])
-        except BaseException:
-            errors.append(traceback.format_exc())
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a rank thread hung"
-    assert not errors, "\n".join(errors)
-    return results
 
 
 @pytest.fixture(scope="module", params=[2, 4])
@@ -146,7 +126,7 @@ def test_matches_float64_and_ranks_agree(comms, dtype, with_residual, algo, toke
         assert np.array_equal(x, x_before), "x was written out of place"
         return out
 
-    outs = _run_threads(comms, rank)
+    outs = run_threads(comms, rank)
     want_res, want_norm = _reference(n, tokens, hidden, dtype, with_residual)
     for r, (res_out, norm_out) in enumerate(outs):
         assert res_out.shape == (tokens, hidden) and res_out.dtype == _store([0.0], dtype).dtype
@@ -175,7 +155,7 @@ def test_in_place_forms(comms, dtype):
             got.append((r_out.copy(), n_out.copy()))
         return got
 
-    outs = _run_threads(comms, rank)
+    outs = run_threads(comms, rank)
     for per_rank in outs:
         for r_out, n_out in per_rank:
             assert np.array_equal(r_out, outs[0][0][0]) and np.array_equal(n_out, outs[0][0][1])
@@ -192,7 +172,7 @@ def test_fp8_output_against_reference_quantizer(comms, dtype, scale):
         x, res, gamma = _inputs(comm.rank, tokens, hidden, dtype, seed=3)
         return comm.all_reduce_add_rms_norm(x, gamma, EPS, residual=res, fp8_scale=scale, **_kw(dtype))
 
-    outs = _run_threads(comms, rank)
+    outs = run_threads(comms, rank)
     for o in outs:
         assert o[2].dtype == np.uint8 and o[2].shape == (tokens, hidden)
         assert np.array_equal(o[2], outs[0][2]), "fp8 output differs across ranks"
@@ -229,7 +209,7 @@ def test_torch_tensors_and_bf16(comms):
         return (r_out.view(torch.int16).numpy().view(np.uint16).copy(),
                 n_out.view(torch.int16).numpy().view(np.uint16).copy(), q.numpy().copy())
 
-    outs = _run_threads(comms, rank)
+    outs = run_threads(comms, rank)
     for o in outs:
         assert all(np.array_equal(a, b) for a, b in zip(o, outs[0]))
     _close(_load(outs[0][0], "bfloat16"), want_res, "bfloat16", "residual_out (torch)")
@@ -245,7 +225,7 @@ def test_float32_torch_matches_numpy(comms):
         b = comm.all_reduce_add_rms_norm(torch.from_numpy(x), torch.from_numpy(gamma), residual=torch.from_numpy(res))
         return [np.array_equal(a[i], b[i].numpy()) for i in range(2)]
 
-    assert all(all(r) for r in _run_threads(comms, rank))
+    assert all(all(r) for r in run_threads(comms, rank))
 
 
 def test_zero_tokens(comms):
@@ -254,7 +234,7 @@ def test_zero_tokens(comms):
         r_out, n_out = comm.all_reduce_add_rms_norm(x, np.ones(64, np.float32))
         return r_out.shape, n_out.shape
 
-    assert _run_threads(comms, rank) == [((0, 64), (0, 64))] * len(comms)
+    assert run_threads(comms, rank) == [((0, 64), (0, 64))] * len(comms)
 
 
 def test_bad_arguments_are_refused_before_the_call():

@@ -3,32 +3,12 @@ pointer call, op avg, symmetric buffers, and describe/plan telling the truth for
 Ranks are threads of this process (Comm.init_all); values are checked against float64 sums."""
 import array
 import ctypes
-import threading
-import traceback
 
 import numpy as np
 import pytest
 
 import symmar
-
-
-def _run_threads(comms, fn):
-    results, errors = [None] * len(comms), []
-
-    def body(i):
-        try:
-            results[i] = fn(comms[i])
-        except BaseException:
-            errors.append(traceback.format_exc())
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a rank thread hung"
-    assert not errors, "\n".join(errors)
-    return results
+from rank_threads import run_threads
 
 
 @pytest.fixture
@@ -86,7 +66,7 @@ def test_foreign_buffers_reduce_in_place(comms2):
         got["read-only memoryview"] = out.astype(np.float64)
         return got
 
-    for got in _run_threads(comms2, rank):
+    for got in run_threads(comms2, rank):
         for kind, value in got.items():
             assert np.array_equal(value, expected), kind
 
@@ -99,7 +79,7 @@ def test_dlpack_of_a_torch_tensor(comms2):
         comm.all_reduce(OnlyDLPack(t), out=OnlyDLPack(t))
         return t.numpy().copy()
 
-    for got in _run_threads(comms2, rank):
+    for got in run_threads(comms2, rank):
         assert np.array_equal(got, _values(0) + _values(1))
 
 
@@ -111,7 +91,7 @@ def test_all_reduce_ptr_and_avg(comms2):
         avg = comm.all_reduce(y, op="avg")
         return x.astype(np.float64), avg
 
-    for mx, avg in _run_threads(comms2, rank):
+    for mx, avg in run_threads(comms2, rank):
         assert np.array_equal(mx, np.maximum(_values(0), _values(1)))
         assert np.array_equal(avg, (_values(0) + _values(1)) / 2)
 
@@ -129,7 +109,7 @@ def test_symmetric_buffers_as_arrays(comms2):
         buf.free()
         return result
 
-    for got in _run_threads(comms2, rank):
+    for got in run_threads(comms2, rank):
         assert np.array_equal(got, _values(0) + _values(1))
 
 

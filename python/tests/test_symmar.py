@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import symmar
+from rank_threads import run_threads
 
 TIMEOUT_MS = 20000  # bound on every wait inside the library: a broken rank fails the test, not hangs it
 JOIN_S = 60
@@ -138,25 +139,6 @@ def _check_all(results):
         assert not differ, "rank %d differs from rank 0 in: %s" % (r, differ[:5])
 
 
-def _run_threads(comms, fn):
-    results, errors = [None] * len(comms), []
-
-    def body(i):
-        try:
-            results[i] = fn(comms[i])
-        except BaseException:
-            errors.append(traceback.format_exc())
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
-    assert not any(t.is_alive() for t in threads), "a rank thread hung"
-    assert not errors, "\n".join(errors)
-    return results
-
-
 @pytest.fixture
 def comm1():
     comms = symmar.Comm.init_all(1, devices=["cpu"])
@@ -260,10 +242,10 @@ def test_from_allgather_threads():
         comms[rank] = symmar.Comm.from_allgather(nranks, rank, ag.for_rank(rank), device="cpu", timeout_ms=TIMEOUT_MS)
         return comms[rank]
 
-    _run_threads(list(range(nranks)), make)
+    run_threads(list(range(nranks)), make)
     try:
         assert [c.rank for c in comms] == [0, 1]
-        _check_all(_run_threads(comms, lambda c: _matrix(c, counts=[5000], dtypes=["float32", "int32"], ops=["sum", "max"])))
+        _check_all(run_threads(comms, lambda c: _matrix(c, counts=[5000], dtypes=["float32", "int32"], ops=["sum", "max"])))
     finally:
         for c in comms:
             c.close()
@@ -277,7 +259,7 @@ def test_init_all_threads(devices):
         assert all(c.nranks == 3 for c in comms)
         if devices is None and comms[0].topology["link"] != "host":
             pytest.skip("devices=None chose a GPU")
-        _check_all(_run_threads(comms, lambda c: _matrix(c, counts=[1031], ops=["sum", "min"])))
+        _check_all(run_threads(comms, lambda c: _matrix(c, counts=[1031], ops=["sum", "min"])))
     finally:
         for c in comms:
             c.close()
