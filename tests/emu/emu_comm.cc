@@ -1,5 +1,7 @@
 #include "emu/emu_comm.h"
 
+#include "emu/emu_check.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -152,6 +154,30 @@ std::vector<std::array<long long, gpu::kProbeResultWords>> EmuComm::peerAccessPr
   for (const gpu::ProbeArgs& p : args) launches.push_back(Launch{gpu::peerAccessProbeKernel(), 1, {}, &p});
   runConcurrently(launches);
   return results;
+}
+
+CallRunner::CallRunner(EmuComm& comm) : comm_(comm) {
+  for (int r = 0; r < comm.world(); ++r) {
+    send_.emplace_back(kMaxBytes);
+    recv_.emplace_back(kMaxBytes);
+  }
+}
+
+std::string CallRunner::call(symmarAlgo_t algo, symmarDataType_t dt, symmarRedOp_t op, size_t count, bool symmetric,
+                             int n) {
+  if (symmetric && sym_.empty()) sym_ = comm_.symmetricAlloc(kMaxBytes);
+  EmuCall c{algo, dt, op, count, {}, {}};
+  for (int r = 0; r < comm_.world(); ++r) {
+    char* send = symmetric ? sym_[static_cast<size_t>(r)] : send_[static_cast<size_t>(r)].data();
+    fillInput(dt, send, count, r, n);
+    c.send.push_back(send);
+    c.recv.push_back(recv_[static_cast<size_t>(r)].data());
+  }
+  if (!comm_.run(c)) return "no kernel";
+  for (int r = 0; r < comm_.world(); ++r) {
+    if (comm_.status(r)[0] != 0) return "rank " + std::to_string(r) + " reported a failure";
+  }
+  return checkOutputs(dt, op, count, comm_.world(), n, c.recv);
 }
 
 }  // namespace emu

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "emu/emu_runtime.h"
@@ -83,6 +84,22 @@ class EmuComm {
   std::vector<Status> status_;
   std::vector<char> mc_range_;  ///< address range standing for the multicast mapping
   MulticastGroup group_;
+};
+
+/// Runs calls on one comm, each with fresh inputs (fillInput with the call number), and checks each
+/// result against the float64 reference (checkOutputs) and the ranks' status words.
+class CallRunner {
+ public:
+  explicit CallRunner(EmuComm& comm);
+  /// One call of up to 64 KiB a rank; symmetric: the input from symmarMemAlloc-like memory. Returns
+  /// "" when every rank got the right result, else what went wrong.
+  std::string call(symmarAlgo_t algo, symmarDataType_t dt, symmarRedOp_t op, size_t count, bool symmetric, int n);
+
+ private:
+  static constexpr size_t kMaxBytes = 64 << 10;
+  EmuComm& comm_;
+  std::vector<std::vector<char>> send_, recv_;
+  std::vector<char*> sym_;  ///< allocated on first use (a host-staged comm has no user heap)
 };
 
 }  // namespace emu

@@ -86,22 +86,12 @@ INSTANTIATE_TEST_SUITE_P(Emulated, HostStaged, testing::ValuesIn(stagedCases()),
 // What CUDA graph replays do, on the host-memory path: one DeviceState, changing shapes.
 TEST(HostStagedProtocol, ThousandCallsWithPersistentState) {
   EmuComm comm(stagedOptions(4));
-  constexpr size_t kMax = 9000;
-  std::vector<std::vector<char>> send(4, std::vector<char>(kMax * 4)), recv(4, std::vector<char>(kMax * 4));
+  CallRunner run(comm);
   const size_t counts[] = {1, 513, 4000, 77, 9000, 16};
   for (int n = 0; n < 1000; ++n) {
     const symmarAlgo_t algo = n % 3 == 1 ? symmarAlgoTwoShot : symmarAlgoOneShot;
     const symmarDataType_t dt = n % 5 == 0 ? symmarBfloat16 : symmarFloat32;
-    const size_t count = counts[n % 6];
-    EmuCall c{algo, dt, symmarSum, count, {}, {}};
-    for (int r = 0; r < 4; ++r) {
-      fillInput(dt, send[static_cast<size_t>(r)].data(), count, r, n);
-      c.send.push_back(send[static_cast<size_t>(r)].data());
-      c.recv.push_back(recv[static_cast<size_t>(r)].data());
-    }
-    ASSERT_TRUE(comm.run(c));
-    for (int r = 0; r < 4; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "call " << n << " rank " << r;
-    ASSERT_EQ(checkOutputs(dt, symmarSum, count, 4, n, c.recv), "") << "call " << n;
+    ASSERT_EQ(run.call(algo, dt, symmarSum, counts[n % 6], false, n), "") << "call " << n;
   }
   EXPECT_EQ(comm.state(0).end_epoch, 1000u);
 }

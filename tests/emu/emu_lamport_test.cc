@@ -158,23 +158,13 @@ TEST(LamportProtocol, ThousandCallsRotateTheBuffers) {
   o.world = 4;
   o.multicast = false;
   EmuComm comm(o);
-  constexpr size_t kMax = 5000;
-  std::vector<std::vector<char>> send(4, std::vector<char>(kMax * 4)), recv(4, std::vector<char>(kMax * 4));
+  CallRunner run(comm);
   const size_t counts[] = {1, 4096, 77, 5000, 8, 1023};
   uint32_t lamport_calls = 0;
   for (int n = 0; n < 1000; ++n) {
     const symmarAlgo_t algo = n % 7 == 3 ? symmarAlgoOneShot : n % 11 == 5 ? symmarAlgoTwoShot : symmarAlgoLamport;
     const symmarDataType_t dt = n % 5 == 0 ? symmarBfloat16 : symmarFloat32;
-    const size_t count = counts[n % 6];
-    EmuCall c{algo, dt, symmarSum, count, {}, {}};
-    for (int r = 0; r < 4; ++r) {
-      fillInput(dt, send[static_cast<size_t>(r)].data(), count, r, n);
-      c.send.push_back(send[static_cast<size_t>(r)].data());
-      c.recv.push_back(recv[static_cast<size_t>(r)].data());
-    }
-    ASSERT_TRUE(comm.run(c));
-    for (int r = 0; r < 4; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "call " << n << " rank " << r;
-    ASSERT_EQ(checkOutputs(dt, symmarSum, count, 4, n, c.recv), "") << "call " << n << " " << symmarAlgoName(algo);
+    ASSERT_EQ(run.call(algo, dt, symmarSum, counts[n % 6], false, n), "") << "call " << n << " " << symmarAlgoName(algo);
     if (algo == symmarAlgoLamport) ++lamport_calls;
   }
   EXPECT_EQ(comm.state(0).lamport_calls, lamport_calls);

@@ -15,42 +15,6 @@
 
 namespace symmar {
 namespace emu {
-namespace {
-
-/// Runs calls on one comm, each with fresh inputs, and checks each result.
-class CallRunner {
- public:
-  explicit CallRunner(EmuComm& comm) : comm_(comm) {
-    for (int r = 0; r < comm.world(); ++r) {
-      send_.emplace_back(kMaxBytes);
-      recv_.emplace_back(kMaxBytes);
-    }
-    sym_ = comm.symmetricAlloc(kMaxBytes);
-  }
-  /// One call; returns "" when every rank got the right result.
-  std::string call(symmarAlgo_t algo, symmarDataType_t dt, symmarRedOp_t op, size_t count, bool symmetric, int n) {
-    EmuCall c{algo, dt, op, count, {}, {}};
-    for (int r = 0; r < comm_.world(); ++r) {
-      char* send = symmetric ? sym_[static_cast<size_t>(r)] : send_[static_cast<size_t>(r)].data();
-      fillInput(dt, send, count, r, n);
-      c.send.push_back(send);
-      c.recv.push_back(recv_[static_cast<size_t>(r)].data());
-    }
-    if (!comm_.run(c)) return "no kernel";
-    for (int r = 0; r < comm_.world(); ++r) {
-      if (comm_.status(r)[0] != 0) return "rank " + std::to_string(r) + " reported a failure";
-    }
-    return checkOutputs(dt, op, count, comm_.world(), n, c.recv);
-  }
-
- private:
-  static constexpr size_t kMaxBytes = 64 << 10;
-  EmuComm& comm_;
-  std::vector<std::vector<char>> send_, recv_;
-  std::vector<char*> sym_;
-};
-
-}  // namespace
 
 TEST(Protocol, ThousandCallsWithPersistentStateAndChangingShapes) {
   EmuOptions o;
