@@ -233,13 +233,18 @@ uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
   return h | 1;  // never 0, which means "no check"
 }
 
-symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
+symmarResult_t HostBackend::checkCallable(void* stream) const {
   if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
   if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
   if (!lamport_broken_.empty()) {
     return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", lamport_broken_.c_str());
   }
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
+                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
+  SYMMAR_CHECK(checkCallable(stream));
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
     if (send != recv && count > 0) memmove(recv, send, count * call.elem);

@@ -43,6 +43,8 @@ class HostBackend : public Backend {
   };
 
   explicit HostBackend(const BackendContext& ctx);
+  /// What every collective checks first: no stream, shared memory, a comm no lamport mismatch broke.
+  symmarResult_t checkCallable(void* stream) const;
   /// A pause for a spinning core (x86 pause, arm yield).
   static void relaxCpu();
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc

@@ -40,11 +40,7 @@ uint64_t HostBackend::fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo)
 }
 
 symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarAlgo_t algo, void* stream) {
-  if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
-  if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
-  if (!lamport_broken_.empty()) {
-    return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", lamport_broken_.c_str());
-  }
+  SYMMAR_CHECK(checkCallable(stream));
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
   // Rows per chunk: the one-shot stages input rows in one half; the two-shot also publishes
