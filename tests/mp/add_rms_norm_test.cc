@@ -232,3 +232,43 @@ TEST(AddRmsNormArgs, BadArgumentsAreRefusedAndNothingIsWritten) {
   EXPECT_NEAR(norm[5], 1.0f, 1e-6f);
   symmarCommDestroy(comm);
 }
+
+// A fused call never pairs with a peer's other call: another shape, or a plain allreduce of the
+// same element count, is a mismatch on both ranks (the call signature carries form, count, hidden).
+TEST(AddRmsNormArgs, MismatchedCallsSucceedOnNoRank) {
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<symmarComm_t> comms(2);
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    cfg.timeout_ms = 5000;
+    ASSERT_EQ(symmarCommInitAll(comms.data(), 2, nullptr, &cfg), symmarSuccess);
+    std::vector<symmarResult_t> res(2);
+    mp::runThreads(2, [&](int rank) {
+      std::vector<float> in(64, 1.0f), out(64), norm(64), gamma(16, 1.0f);
+      symmarAddRmsNormArgs_t a{};
+      a.input = in.data();
+      a.residual_out = out.data();
+      a.norm_out = norm.data();
+      a.gamma = gamma.data();
+      a.eps = 1e-6f;
+      a.tokens = 4;
+      a.hidden = 16;
+      a.dtype = symmarFloat32;
+      if (rank == 1 && variant == 0) {
+        a.tokens = 2;  // 2 x 32: the same 64 elements, another shape
+        a.hidden = 32;
+      }
+      if (rank == 1 && variant == 1) {
+        res[rank] = symmarAllReduceAlgo(in.data(), out.data(), 64, symmarFloat32, symmarSum, symmarAlgoOneShot,
+                                        comms[rank], nullptr);
+      } else {
+        res[rank] = symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoOneShot, comms[rank], nullptr);
+      }
+      return 0;
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(res[r], symmarInvalidUsage) << "variant " << variant << " rank " << r;
+      symmarCommDestroy(comms[r]);
+    }
+  }
+}
