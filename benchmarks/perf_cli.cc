@@ -23,7 +23,9 @@ namespace {
 const char* const kNcclTestsTypes[] = {"float", "half", "bfloat16", "int32", "double"};
 static_assert(sizeof(kNcclTestsTypes) / sizeof(kNcclTestsTypes[0]) == symmarNumTypes, "a dtype lacks a name");
 
+#ifdef SYMMAR_PERF_WITH_MPI
 bool underMpi() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
+#endif
 
 bool parseBytes(const char* s, size_t* out) {
   char* end = nullptr;

@@ -1,6 +1,7 @@
 #include "tune_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "plan/table.h"

@@ -7,6 +7,7 @@
 //    after a second barrier every rank copies the other owners' rows.
 // Row r of a chunk is handled by block (r - first row of its owner's slice) % grid on every rank, so
 // per-block flags order every staging access, as in the plain kernels.
+#include <cstdint>
 #include <cuda_fp8.h>
 
 #include "cuda/common.cuh"

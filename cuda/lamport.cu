@@ -6,6 +6,8 @@
 // clears the buffer its previous call read, which no peer writes again before this rank's next
 // call has published its data. Every wait is bounded and the failure words work as for the
 // barrier kernels.
+#include <cstdint>
+
 #include "cuda/common.cuh"
 
 namespace symmar {

@@ -3,6 +3,8 @@
 // multimem.st of the result back to every rank's staging half 1; each rank then copies the whole
 // chunk out of its own half 1. Only one rank reduces each element, so all ranks hold the same bits.
 // Inputs are always staged: the multicast view needs the same offset on every rank.
+#include <cstdint>
+
 #include "cuda/common.cuh"
 
 namespace symmar {

@@ -1,5 +1,7 @@
 // One-shot allreduce: every rank reads every rank's input for its block's part of each chunk and
 // reduces it in rank order 0..N-1, so all ranks compute the same bits. One barrier per chunk.
+#include <cstdint>
+
 #include "cuda/common.cuh"
 
 namespace symmar {

@@ -9,6 +9,8 @@
 //    reroutes shows up here instead of as a wrong sum or a hang.
 // The allreduce kernels rely on both, so a comm whose probe fails must not launch them (the host
 // then serves every call from the fallback).
+#include <cstdint>
+
 #include "cuda/common.cuh"
 
 namespace symmar {

@@ -1,6 +1,8 @@
 // Two-shot allreduce: reduce-scatter by loads (each rank reduces its own slice from every rank's
 // input, in rank order), then all-gather by loads of the peers' reduced slices. Per chunk: inputs
 // sit in staging half 0 (or in place in the user heap), reduced slices in half 1; two barriers.
+#include <cstdint>
+
 #include "cuda/common.cuh"
 
 namespace symmar {

@@ -10,6 +10,9 @@
 #   CUDA_ARCH  CMAKE_CUDA_ARCHITECTURES (default: from nvidia-smi, else "native")
 #   JOBS       build parallelism (default: nproc)
 #   BUDGET_S   total time budget in seconds (default: 470)
+#   PREBUILT   1: use BUILD_DIR as it is (built elsewhere at the same path for this GPU's
+#              architecture, CUDA major version and x86-64), skipping configure and build
+#   WERROR     ON/OFF for SYMMAR_WERROR (default OFF: another host compiler may warn differently)
 #   TARGETS    build targets (default: the GPU tests and the benchmarks; "all" for everything)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,8 +59,8 @@ step() {
 } >"$OUT/machine.log" 2>&1
 
 if [ -z "${CUDA_ARCH:-}" ]; then
-  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-  CUDA_ARCH=${CC:+${CC}-real}
+  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  CUDA_ARCH=${CAP:+${CAP}-real}
   CUDA_ARCH=${CUDA_ARCH:-native}
 fi
 if [ -z "${GTEST_SRC:-}" ]; then
@@ -74,13 +77,19 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 configured=0
-step "configure (arch $CUDA_ARCH)" configure.log 120 \
-  cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
-  -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DSYMMAR_BUILD_TESTS=ON -DSYMMAR_BUILD_BENCHMARKS=ON \
-  -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_GTEST_SRC="$GTEST_SRC" && configured=1
-
 built=0
-if [ $configured -eq 1 ]; then
+if [ "${PREBUILT:-0}" = 1 ] && [ -f "$BUILD/CTestTestfile.cmake" ]; then
+  ROWS+=("| prebuilt $BUILD (configure and build skipped) | ok | 0 |")
+  configured=1
+  built=1
+else
+  step "configure (arch $CUDA_ARCH)" configure.log 120 \
+    cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DSYMMAR_BUILD_TESTS=ON -DSYMMAR_BUILD_BENCHMARKS=ON \
+    -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_WERROR="${WERROR:-OFF}" -DSYMMAR_GTEST_SRC="$GTEST_SRC" && configured=1
+fi
+
+if [ $configured -eq 1 ] && [ $built -eq 0 ]; then
   read -r -a targets <<<"${TARGETS:-symmar_gpu_tests symmar_perf symmar_norm_perf}"
   step "build (-j$JOBS)" build.log 300 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" && built=1
 fi

@@ -2,6 +2,7 @@
 // docs/tables.md is this program's output (the ctest tables_doc_is_current keeps it so).
 // The sections are the tables' own arch keys (knownArchs), so a table file's new architecture gets
 // its section with no edit here.
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <algorithm>
 
 #include "moe_model.h"
 #include "moe_run.h"

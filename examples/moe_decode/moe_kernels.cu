@@ -1,5 +1,6 @@
 #include <cfloat>
 #include <climits>
+#include <cstdint>
 
 #include "moe_kernels.h"
 

@@ -1,5 +1,6 @@
 // Comm lifecycle: settings, bootstrap, backend selection, destroy.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>

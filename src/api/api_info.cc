@@ -1,5 +1,7 @@
 // Entry points that need no comm: names, version, the pure planner.
 #include "api/guard.h"
+#include <cstdint>
+
 #include "core/names.h"
 #include "plan/planner.h"
 

@@ -1,5 +1,7 @@
 #include "api/comm.h"
 
+#include <cstdint>
+
 #include "core/names.h"
 
 uint32_t symmarComm::fallbacks() const {

@@ -1,6 +1,7 @@
 // The communicator behind symmarComm_t.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>

@@ -1,6 +1,7 @@
 // Wraps every C entry point: no exception crosses the ABI, and a failure's detail text lands in
 // the comm's last error (and the thread's, for calls without a comm).
 #pragma once
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <cstdint>
 
 #include "core/error.h"
 

@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"

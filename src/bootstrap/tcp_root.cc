@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
 
 #include "bootstrap/socket.h"
 #include "core/error.h"

@@ -1,5 +1,6 @@
 #include "bootstrap/wire.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/hash.h"

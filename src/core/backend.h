@@ -4,6 +4,7 @@
 // it never sees the comm object of the API layer.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/bootstrap_api.h"

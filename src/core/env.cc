@@ -1,6 +1,7 @@
 #include "core/env.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>

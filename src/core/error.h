@@ -1,6 +1,7 @@
 // Error reporting inside the library: a failing function records a detail text for the calling
 // thread and returns its code; the API layer copies the text into the comm it was called on.
 #pragma once
+#include <cstdio>
 #include <string>
 
 #include "symmar/symmar.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <cstdint>
 
 #include "core/env.h"
 

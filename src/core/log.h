@@ -2,6 +2,7 @@
 // filtered by SYMMAR_DEBUG (level) and SYMMAR_DEBUG_SUBSYS (subsystems).
 #pragma once
 #include <cstdint>
+#include <cstdio>
 
 namespace symmar {
 

@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <string>
+#include <cstdint>
 
 namespace symmar {
 namespace {

@@ -1,5 +1,6 @@
 // The CUDA backend's shared heap: device memory mapped by every peer, or, when the GPUs have no
 // working peer access, pinned host memory shared by the ranks (HostStagedHeap).
+#include <cstdint>
 #include <random>
 #include <vector>
 

@@ -1,5 +1,6 @@
 #include "gpu/host_staged_heap.h"
 
+#include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include "core/error.h"

@@ -4,6 +4,7 @@
 // these device views as every rank's base: inputs travel as posted PCIe writes into host memory,
 // flags are pushed there too, and each rank reads its peers' staging from host memory.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "bootstrap/shared_segments.h"

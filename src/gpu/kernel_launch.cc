@@ -1,6 +1,7 @@
 #include "gpu/kernel_launch.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "plan/algorithms.h"

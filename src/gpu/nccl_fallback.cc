@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <vector>
+#include <cstdint>
 
 #include "core/env.h"
 #include "core/error.h"

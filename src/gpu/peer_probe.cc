@@ -1,5 +1,6 @@
 #include "gpu/peer_probe.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/env.h"

@@ -1,5 +1,6 @@
 // The CUDA backend's start-up probes (kernels in cuda/probe.cu): run once at comm creation, their
 // verdict agreed by every rank, a failure turning the symmetric kernels off for the comm.
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>

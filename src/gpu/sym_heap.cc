@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <vector>
+#include <cstdint>
 
 #include "core/backend.h"
 #include "gpu/driver.h"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"

@@ -1,6 +1,7 @@
 #include "host/add_rms_norm.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 

@@ -18,6 +18,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <cstdint>
 #define SYMMAR_CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__)
 #define SYMMAR_CPU_RELAX() asm volatile("yield")

@@ -7,6 +7,7 @@
 //    rank copies the other owners' rows.
 // Each row is finished by exactly one code path with one summation order, so all ranks hold the
 // same bits.
+#include <cstdint>
 #include <cstring>
 #include <vector>
 

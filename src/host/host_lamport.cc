@@ -7,6 +7,7 @@
 // word keeps the reader off the cache lines the writer is still filling. Three buffers rotate; a
 // call clears the buffer its previous call read, which no peer writes again before this rank's
 // next call has published its data (that publication orders the clear first).
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"

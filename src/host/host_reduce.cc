@@ -1,6 +1,7 @@
 #include "host/host_reduce.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace symmar {
 namespace {

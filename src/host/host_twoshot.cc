@@ -5,6 +5,8 @@
 // slices go to the other half, written only after the start barrier, when every peer has finished
 // the previous step.
 #include "core/error.h"
+#include <cstdint>
+
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <cstdint>
 
 #include "host/host_reduce.h"
 #include "symmar/symmar_mpi.h"

@@ -1,5 +1,7 @@
 #include "plan/algorithms.h"
 
+#include <cstdint>
+
 #include "core/names.h"
 #include "core/schedule.h"
 #include "plan/arch.h"

@@ -1,6 +1,7 @@
 #include "plan/planner.h"
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <utility>

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 
 #include "core/env.h"
 #include "core/error.h"

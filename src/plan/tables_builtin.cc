@@ -7,6 +7,7 @@
 // Tables::resolve), so an arch needs rows only where its numbers differ from what the chain gives.
 // Adding an architecture is an edit of data only: its rows here, and a kArchTraits line in
 // plan/arch.cc if its multimem support differs from the PTX rule or it should be listed without rows.
+#include <cstdint>
 #include <iterator>
 #include <vector>
 

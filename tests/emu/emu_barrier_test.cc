@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 
 namespace symmar {
 namespace emu {

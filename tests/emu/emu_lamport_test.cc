@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

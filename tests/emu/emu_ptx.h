@@ -8,6 +8,7 @@
 #pragma once
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace symmar {

@@ -1,6 +1,7 @@
 #include "emu/emu_runtime.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>

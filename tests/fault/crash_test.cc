@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <cstdio>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

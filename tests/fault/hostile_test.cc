@@ -15,6 +15,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <cstdint>
+#include <algorithm>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <string>
+#include <cstdint>
+#include <cstdio>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <string>
+#include <cstdint>
+#include <cstdio>
 
 #include "core/schedule.h"
 #include "fault/fault_util.h"

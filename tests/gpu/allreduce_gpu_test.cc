@@ -1,6 +1,8 @@
 // Correctness sweep of the CUDA kernels: every algorithm x dtype x op x count x buffer mode against a
 // float64 reference, bitwise identical on every rank. Ranks share one GPU (symmarCommInitAll with a
 // repeated device) or, with several GPUs, use one each (the only way to reach multimem).
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <tuple>

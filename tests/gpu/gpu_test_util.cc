@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <cstdint>
 
 namespace symmar_gpu_test {
 namespace {

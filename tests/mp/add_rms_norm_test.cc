@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <cstdint>
+#include <cstdio>
 
 #include "e4m3_reference.h"
 #include "host/host_reduce.h"

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstdint>
+#include <cstdio>
 
 #include "mp/mp_util.h"
 

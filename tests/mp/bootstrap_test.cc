@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <cstdint>
+#include <cstdio>
 
 #include "mp/mp_util.h"
 

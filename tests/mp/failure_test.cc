@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <cstdio>
 
 #include "mp/mp_util.h"
 

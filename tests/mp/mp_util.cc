@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <cstdint>
+#include <algorithm>
 
 #include "core/hash.h"
 #include "host/host_reduce.h"

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <vector>
+#include <cstdint>
 
 #include "mp/mp_util.h"
 #include "symmar/symmar_mpi.h"

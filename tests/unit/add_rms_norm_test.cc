@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+#include <cstdint>
 
 #include "e4m3_reference.h"
 #include "host/add_rms_norm.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/names.h"

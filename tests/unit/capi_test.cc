@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 #include "symmar/symmar.h"
 #include "symmar/symmar.hpp"

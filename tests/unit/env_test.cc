@@ -8,6 +8,7 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <cstdint>
 
 #include "core/env.h"
 #include "core/log.h"

@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
+#include <cstdio>
 
 #include "bootstrap/bootstrap.h"
 #include "core/schedule.h"

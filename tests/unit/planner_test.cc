@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <utility>
 #include <vector>
+#include <cstdint>
 
 #include "core/names.h"
 #include "plan/arch.h"

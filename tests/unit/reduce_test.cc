@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 #include <vector>
+#include <cstdint>
+#include <algorithm>
 
 #include "host/host_reduce.h"
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <vector>
+#include <cstdint>
 
 #include "core/schedule.h"
 

@@ -1,5 +1,6 @@
 // symmar_tune's row builder on synthetic measurements: expected thresholds, and a file that makes
 // the planner pick the measured winner.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "core/names.h"

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 #include "symmar/symmar.h"
 
