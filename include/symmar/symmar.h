@@ -257,6 +257,33 @@ typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* r
  */
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void* user),
                                      void* user);
+/**
+ * The inter-host stage of a comm whose ranks span several hosts: an allgather among the ranks that
+ * share this rank's local index (symmarCommHostLayout), one per host. recvbuf receives
+ * hosts * bytes, host h's record at h * bytes (this rank's own included). Must give up after about
+ * timeout_ms and return symmarTimeout when a peer never arrives, any other non-success code on an
+ * error; never blocks without bound. Called from the thread that makes the collective call.
+ */
+typedef symmarResult_t (*symmarInterHostAllGatherFn)(const void* sendbuf, void* recvbuf, size_t bytes,
+                                                     int timeout_ms, void* user);
+/**
+ * Where this rank sits: the comm's number of hosts (1 when every rank shares one), this rank's host
+ * (hosts numbered in the order of their lowest rank), its index among its host's ranks (in rank
+ * order) and the number of ranks on its host. Host identity comes from the bootstrap (hostname and
+ * boot id, or SYMMAR_HOST_ID). Any pointer may be NULL.
+ */
+symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, int* local_rank, int* local_size);
+/**
+ * Collective: installs the engine that carries the inter-host stage of a host-backend comm spanning
+ * hosts with the same number of ranks on each; every rank must call it (with its own carrier over
+ * its local index's ranks). With it the comm runs hierarchically: shared memory inside each host,
+ * fn between hosts, partial results summed in host order so every rank gets the same bits. name
+ * appears in symmarCommDescribe. On success release(user) is called on destroy (may be NULL); on
+ * failure nothing is installed on any rank and user stays the caller's. symmarUnsupported on a
+ * single-host comm, hosts of unequal size, or the CUDA backend (whose inter-host stage is NCCL).
+ */
+symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostAllGatherFn fn, void (*release)(void* user),
+                                      void* user, const char* name);
 /** Rank and world size of a comm. */
 symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);
 symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks);

@@ -15,8 +15,11 @@ extern "C" {
 
 /**
  * Collective over mpi_comm: creates a symmar comm whose ranks are mpi_comm's ranks, bootstrapped
- * over MPI, with MPI_Allreduce (on a duplicate of mpi_comm) as the symmarAlgoMpi fallback. Ranks
- * on different hosts share no memory: the planner then picks `mpi` for every request.
+ * over MPI, with MPI_Allreduce (on a duplicate of mpi_comm) as the symmarAlgoMpi fallback. When
+ * the ranks span hosts with as many ranks on each, the comm is hierarchical: shared memory within
+ * each host, and between hosts an exchange among the ranks of each local index over a communicator
+ * split from the duplicate (symmarCommSetInterHost). Hosts with different numbers of ranks get the
+ * fallback for every request. Host identity: hostname and boot id, or SYMMAR_HOST_ID.
  */
 symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_comm, const symmarConfig_t* config);
 

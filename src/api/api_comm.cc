@@ -103,6 +103,7 @@ uint64_t planFingerprint(const TableRow& row, const PlanEnv& env) {
   mix(static_cast<uint64_t>(row.arch));
   mix(static_cast<uint64_t>(row.link));
   mix(static_cast<uint64_t>(row.world));
+  mix(static_cast<uint64_t>(row.hosts));
   for (int i = 0; i < row.num_entries; ++i) {
     mix(static_cast<uint64_t>(row.entries[i].algo));
     mix(row.entries[i].max_bytes);
@@ -157,10 +158,11 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   SYMMAR_CHECK(gpu ? createCudaBackend(ctx, &facts, &backend) : HostBackend::create(ctx, &facts, &backend));
   comm->backend = std::move(backend);
   comm->topo = facts.topo;
+  comm->placement = facts.placement;
   comm->checks = facts.checks;
   comm->settings.staging_bytes = facts.staging_bytes;
-  // The row never changes for a comm: (arch, link, world) are fixed, so resolve it once here.
-  comm->row = comm->tables.resolve(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->nranks);
+  // The row never changes for a comm: (arch, link, world, hosts) are fixed, so resolve it once here.
+  comm->row = resolveRow(*comm);
   noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
   // Every rank must plan alike (same row, same SYMMAR_ALGO/SYMMAR_DISABLE), or auto would run
   // different algorithms on different ranks.
@@ -195,7 +197,8 @@ std::string describeComm(const symmarComm& comm) {
                      linkName(comm.topo.link) + ", cc " + std::to_string(comm.topo.cc_major) + "." +
                      std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
                      ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
-                     linkName(row.link) + "/" + std::to_string(row.world) + ":";
+                     linkName(row.link) + "/" + std::to_string(row.world) +
+                     (row.hosts > 1 ? " x " + std::to_string(row.hosts) + " hosts" : "") + ":";
   // The row is shared by every comm of its (arch, link, world); what this comm can run is not (a
   // Python or engine comm has no mpi fallback, SYMMAR_DISABLE): say so next to each entry, so the
   // line tells what runs rather than what the table would like.
@@ -214,6 +217,7 @@ std::string describeComm(const symmarComm& comm) {
                                                                                     : " (not on this comm)";
   }
   text += " (" + row.source + ")";
+  text += describeHosts(comm);
   if (!comm.checks.empty()) text += "; checks: " + comm.checks;
   return text;
 }

@@ -76,7 +76,7 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
     const TableRow* row = tables->resolve(topo->cc_major, topo->cc_minor, topo->link, topo->world_size);
     if (topo->link != symmarLinkHostMemory) noteRowServed(topo->cc_major, topo->cc_minor, topo->link, *row);
     // A topology alone says nothing about fallbacks: assume the usual one is there.
-    uint32_t fallbacks = topo->link == symmarLinkHostMemory ? algoBit(symmarAlgoMpi) : algoBit(symmarAlgoNccl);
+    uint32_t fallbacks = topo->cc_major == 0 ? algoBit(symmarAlgoMpi) : algoBit(symmarAlgoNccl);
     *algo = planRequest(*row, *topo, fallbacks, count, dtype, op);
     if (*algo == symmarAlgoAuto) {
       return fail(symmarUnsupported, "symmarPlan: no algorithm can serve %s %s on this topology", dtypeName(dtype),

@@ -20,9 +20,11 @@ struct symmarComm {
   int nranks = 0;
   SymmarSettings settings;
   symmarTopology_t topo{};
+  symmar::HostPlacement placement;  ///< hosts and this rank's place among its host's ranks
+  std::string inter_host;           ///< the engine between hosts once set ("" before, or on one host)
   std::string checks;  ///< the backend's start-up checks, as symmarCommDescribe reports them
   symmar::Tables tables;
-  const symmar::TableRow* row = nullptr;  // resolved once: (arch, link, world) never change
+  const symmar::TableRow* row = nullptr;  // resolved once: (arch, link, world, hosts) never change
   std::unique_ptr<symmar::Bootstrap> bootstrap;
   std::unique_ptr<symmar::Backend> backend;
 
@@ -39,3 +41,12 @@ struct symmarComm {
 
   uint32_t fallbacks() const;
 };
+
+namespace symmar {
+/// The comm's table row: keyed by its ranks per host and number of hosts when it spans hosts
+/// (api_hosts.cc).
+const TableRow* resolveRow(const symmarComm& comm);
+/// The part of symmarCommDescribe about hosts ("" on a single host): how many, and which path
+/// serves across them.
+std::string describeHosts(const symmarComm& comm);
+}  // namespace symmar

@@ -32,9 +32,30 @@ struct BackendContext {
   SymmarSettings settings;
 };
 
+/// Where a comm's ranks sit. Hosts are the distinct host identities (bootstrap/host_layout.h),
+/// numbered in the order of their lowest rank; a rank's local index counts its host's ranks in
+/// rank order.
+struct HostPlacement {
+  int hosts = 1;
+  int host = 0;          ///< this rank's host
+  int local_rank = 0;    ///< this rank's index among its host's ranks
+  int local_size = 1;    ///< ranks on this rank's host
+  bool uniform = true;   ///< every host has local_size ranks (what the hierarchical path needs)
+};
+
+/// The engine that carries the inter-host stage of a comm spanning hosts: an allgather among the
+/// ranks that share this rank's local index, one per host, in host order (symmarCommSetInterHost).
+struct InterHostCarrier {
+  symmarInterHostAllGatherFn fn = nullptr;
+  void (*release)(void*) = nullptr;  ///< called with user when the backend drops the carrier
+  void* user = nullptr;
+  std::string name;  ///< for symmarCommDescribe ("mpi", an engine's name)
+};
+
 /// What a backend found while it was built (the same on every rank where it must be).
 struct BackendFacts {
   symmarTopology_t topo{};
+  HostPlacement placement;
   size_t staging_bytes = 0;  ///< staging buffer per rank the ranks agreed on
   std::string checks;        ///< outcome of the start-up checks ("" when none ran), for symmarCommDescribe
 };
@@ -77,6 +98,13 @@ class Backend {
   virtual void noteCommFailed() {}
   /// Fallback algorithms this backend serves itself (bits of symmarAlgoNccl).
   virtual uint32_t fallbacks() const { return 0; }
+  /// Takes the inter-host engine of a comm spanning hosts (every rank installs one, agreed by the
+  /// API layer). On success the backend owns carrier (it calls carrier.release when it drops it);
+  /// on failure nothing was taken. symmarUnsupported where the backend has no hierarchical path.
+  virtual symmarResult_t setInterHost(const InterHostCarrier& carrier) {
+    (void)carrier;
+    return symmarUnsupported;
+  }
   /// Adopts an engine NCCL communicator (GPU backends only).
   virtual symmarResult_t adoptNccl(void* nccl_comm) {
     (void)nccl_comm;

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
 
+#include "bootstrap/host_layout.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/hash.h"
@@ -18,7 +20,6 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#include <cstdint>
 #define SYMMAR_CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__)
 #define SYMMAR_CPU_RELAX() asm volatile("yield")
@@ -28,6 +29,10 @@
 
 namespace symmar {
 namespace {
+
+// Smallest chunk of a comm spanning hosts (measured: 2 simulated hosts x 2 ranks, see
+// docs/performance.md; at 256 KiB the exchanges' latency outweighs the cache benefit).
+constexpr size_t kInterHostChunkBytes = size_t{4} << 20;
 
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {
@@ -43,7 +48,8 @@ bool processDead(int pid) {
 
 }  // namespace
 
-HostBackend::HostBackend(const BackendContext& ctx) : ctx_(ctx), rank_(ctx.rank), world_(ctx.nranks) {}
+HostBackend::HostBackend(const BackendContext& ctx, const HostPlacement& placement)
+    : ctx_(ctx), placement_(placement), rank_(placement.local_rank), world_(placement.local_size) {}
 
 HostBackend::~HostBackend() {
   if (!heap_ || !heap_->mapped()) return;
@@ -78,13 +84,16 @@ symmarResult_t HostBackend::failCall(symmarResult_t res) {
 }
 
 symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out) {
-  std::unique_ptr<HostBackend> b(new HostBackend(ctx));
   Bootstrap& boot = *ctx.bootstrap;
   std::vector<ProcessIdentity> ids(ctx.nranks);
   ids[ctx.rank] = selfIdentity();
   SYMMAR_CHECK(boot.allGather(ids.data(), sizeof(ProcessIdentity)));
-  bool local = true;
-  for (const ProcessIdentity& id : ids) local = local && id.host_hash == ids[0].host_hash;
+  std::vector<uint64_t> host_of(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r) host_of[r] = ids[r].host_hash;
+  const HostPlacement placement = placeRanks(host_of, ctx.rank);
+  const std::vector<int> host_ranks = ranksOnHost(host_of, ctx.rank);
+  const bool local = placement.hosts == 1;
+  std::unique_ptr<HostBackend> b(new HostBackend(ctx, placement));
 
   std::vector<uint64_t> nonces(ctx.nranks, 0);
   nonces[ctx.rank] = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
@@ -92,26 +101,39 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
 
   facts->topo.cc_major = 0;
   facts->topo.cc_minor = 0;
+  // Across hosts the link stays unknown (fallback only) until an inter-host engine is set.
   facts->topo.link = local ? symmarLinkHostMemory : symmarLinkUnknown;
+  facts->placement = placement;
   facts->topo.world_size = ctx.nranks;
   facts->topo.multicast = 0;
   // The sizes and the start epoch arrive agreed across ranks (api_comm.cc).
   facts->staging_bytes = ctx.settings.staging_bytes;
   b->chunk_cap_ = ctx.settings.host_chunk_bytes;
+  // Across hosts every chunk pays a round trip through the inter-host engine: fewer, larger ones.
+  if (!local) b->chunk_cap_ = std::max(b->chunk_cap_, kInterHostChunkBytes);
   b->epoch_ = ctx.settings.epoch_start;
   b->srcs_.resize(ctx.nranks);
-  int local_ranks = 0;
-  for (const ProcessIdentity& id : ids) local_ranks += id.host_hash == ids[ctx.rank].host_hash;
   unsigned cores = std::thread::hardware_concurrency();
-  const int64_t spin = (cores == 0 || static_cast<unsigned>(local_ranks) > cores) ? 16 : 4096;
+  const int64_t spin = (cores == 0 || static_cast<unsigned>(placement.local_size) > cores) ? 16 : 4096;
   b->spin_limit_ = static_cast<int>(envNumber("SYMMAR_HOST_SPIN", spin));
 
-  if (!local) {
-    SYMMAR_INFO(kSubsysInit, "ranks span several hosts: no shared memory, only the mpi fallback can serve");
+  if (!placement.uniform) {
+    SYMMAR_INFO(kSubsysInit, "ranks span %d hosts with different numbers of ranks (this host %d): no hierarchical "
+                "path, the fallback serves every call", placement.hosts, placement.local_size);
   } else {
+    Bootstrap* host_boot = &boot;
+    if (!local) {
+      // Every host's ranks map a heap of their own at the same point, through the comm's bootstrap.
+      b->host_bootstrap_ = std::make_unique<SubBootstrap>(&boot, host_ranks, placement.local_rank);
+      host_boot = b->host_bootstrap_.get();
+      SYMMAR_INFO(kSubsysInit, "ranks span %d hosts of %d: shared memory within each host, the inter-host stage "
+                  "once an engine is set", placement.hosts, placement.local_size);
+    }
     const size_t heap_bytes = ctx.settings.heap_bytes;
     auto heap = std::make_unique<ShmHeap>();
-    SYMMAR_CHECK(heap->create(boot, nonces[0], facts->staging_bytes, heap_bytes, b->epoch_, ctx.settings.timeout_ms));
+    // The nonce of the host's first rank names its sockets: every host's differ.
+    SYMMAR_CHECK(heap->create(*host_boot, nonces[static_cast<size_t>(host_ranks[0])], facts->staging_bytes,
+                              heap_bytes, b->epoch_, ctx.settings.timeout_ms));
     b->heap_ = std::move(heap);  // only a fully mapped heap: the destructor writes through it
     b->arena_ = SymmetricArena(heap_bytes);
   }
@@ -236,9 +258,16 @@ uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
 
 symmarResult_t HostBackend::checkCallable(void* stream) const {
   if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
-  if (!heap_) return fail(symmarUnsupported, "host backend: the ranks share no memory (several hosts)");
-  if (!lamport_broken_.empty()) {
-    return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", lamport_broken_.c_str());
+  if (!heap_) {
+    return fail(symmarUnsupported, "host backend: the hosts have different numbers of ranks, so no shared-memory "
+                "path (only the fallback serves)");
+  }
+  if (placement_.hosts > 1 && !inter_host_) {
+    return fail(symmarUnsupported, "host backend: the ranks span %d hosts and no inter-host engine is set "
+                "(symmarCommSetInterHost; symmarCommInitMpi sets one)", placement_.hosts);
+  }
+  if (!broken_.empty()) {
+    return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", broken_.c_str());
   }
   return symmarSuccess;
 }
@@ -248,6 +277,10 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   SYMMAR_CHECK(checkCallable(stream));
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
+    if (inter_host_) {  // alone on its host: the input is the host's partial
+      if (count) memcpy(inter_host_->partial(count, dtype), send, count * call.elem);
+      return acrossHosts(call, algo, 0, count, nullptr, /*staged=*/true);
+    }
     if (send != recv && count > 0) memmove(recv, send, count * call.elem);
     return symmarSuccess;
   }
@@ -255,7 +288,10 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   // a rank that skipped a call (or passed 0 where its peers did not) is caught, not paired with
   // its peers' next call.
   if (algo == symmarAlgoLamport) return runLamport(call);  // count 0 too: it takes part the same way
-  if (count == 0) return barrier(sched::kSlotStart, sched::kStagedInput, signature(call, algo));
+  if (count == 0) {
+    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, signature(call, algo)));
+    return acrossHosts(call, algo, 0, 0, nullptr);
+  }
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
 }
 
@@ -263,8 +299,9 @@ symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {
   if (!heap_) return fail(symmarUnsupported, "symmarMemAlloc: the ranks share no memory (several hosts)");
   size_t offset = 0;
   uint64_t mine = arena_.allocate(bytes, &offset) ? offset : UINT64_MAX;
-  std::vector<uint64_t> all(world_);
-  all[rank_] = mine;
+  // Over every rank of the comm (all hosts): a symmetric buffer has one offset everywhere.
+  std::vector<uint64_t> all(static_cast<size_t>(ctx_.nranks));
+  all[static_cast<size_t>(ctx_.rank)] = mine;
   symmarResult_t res = ctx_.bootstrap->allGather(all.data(), sizeof(uint64_t));
   bool agree = res == symmarSuccess;
   for (uint64_t v : all) agree = agree && v == mine;
@@ -288,14 +325,15 @@ symmarResult_t HostBackend::memFree(void* ptr) {
                     arena_.release(static_cast<size_t>(p - base));
   if (!heap_) return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc", ptr);
   // Collective even when this rank's pointer is bad, so no peer waits for it until its timeout.
-  std::vector<uint64_t> all(world_);
-  all[rank_] = mine ? static_cast<uint64_t>(p - base) : UINT64_MAX;
+  std::vector<uint64_t> all(static_cast<size_t>(ctx_.nranks));
+  all[static_cast<size_t>(ctx_.rank)] = mine ? static_cast<uint64_t>(p - base) : UINT64_MAX;
   SYMMAR_CHECK(ctx_.bootstrap->allGather(all.data(), sizeof(uint64_t)));
   if (!mine)
     return fail(symmarInvalidArgument, "symmarMemFree: %p was not returned by symmarMemAlloc on this comm", ptr);
-  for (int r = 0; r < world_; ++r) {
-    if (all[r] != all[rank_]) {
-      return fail(symmarInvalidUsage, "symmarMemFree: rank %d freed a different buffer than rank %d", r, rank_);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != all[static_cast<size_t>(ctx_.rank)]) {
+      return fail(symmarInvalidUsage, "symmarMemFree: rank %d freed a different buffer than rank %d",
+                  static_cast<int>(r), ctx_.rank);
     }
   }
   return symmarSuccess;

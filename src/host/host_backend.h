@@ -5,23 +5,26 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/symmetric_arena.h"
+#include "host/inter_host.h"
 #include "host/shm_heap.h"
 
 namespace symmar {
 
 class HostBackend : public Backend {
  public:
-  /// Collective: probes locality, agrees the sizes, maps the heap when all ranks are local; reports
-  /// the topology and the agreed staging size in facts. (The mpi fallback is called by the API
+  /// Collective: probes locality, agrees the sizes, maps the heap among the ranks of each host
+  /// (when every host has as many ranks); reports the topology, the placement and the agreed
+  /// staging size in facts. Across hosts the heap serves once an inter-host engine is set
+  /// (setInterHost); until then only the fallback can. (The mpi fallback is called by the API
   /// layer, which holds it.)
   static symmarResult_t create(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out);
   void noteCommFailed() override;
@@ -32,6 +35,7 @@ class HostBackend : public Backend {
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
+  symmarResult_t setInterHost(const InterHostCarrier& carrier) override;
 
  private:
   struct Call {
@@ -43,14 +47,22 @@ class HostBackend : public Backend {
     size_t elem;
   };
 
-  explicit HostBackend(const BackendContext& ctx);
-  /// What every collective checks first: no stream, shared memory, a comm no lamport mismatch broke.
+  HostBackend(const BackendContext& ctx, const HostPlacement& placement);
+  /// What every collective checks first: no stream, shared memory (and an inter-host engine when
+  /// the ranks span hosts), a comm no lamport or inter-host mismatch broke.
   symmarResult_t checkCallable(void* stream) const;
   /// A pause for a spinning core (x86 pause, arm yield).
   static void relaxCpu();
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   symmarResult_t runLamport(const Call& call);  // host_lamport.cc
+  /// Across hosts: combines this rank's part of a call's result (elements [begin, begin + n), reduced
+  /// over this host: in the output, or already at inter_host_->partial() when staged) with the
+  /// other hosts' (InterHost::combine), into the output and into publish when not null. A failure
+  /// breaks the comm (engine requests may be left behind) and tells this host's peers. Nothing to
+  /// do on a single-host comm.
+  symmarResult_t acrossHosts(const Call& call, symmarAlgo_t algo, size_t begin, size_t n, char* publish,
+                             bool staged = false);
   /// peer has begun the lamport call this rank would make next (its header is in this rank's
   /// current lamport buffer): at a barrier, a sign that peer made a lamport call instead.
   bool lamportStarted(int peer) const;
@@ -88,9 +100,12 @@ class HostBackend : public Backend {
   int takeWriteHalf() { return last_read_half_ ^ 1; }
 
   BackendContext ctx_;
-  const int rank_;
-  const int world_;
-  std::unique_ptr<ShmHeap> heap_;  // null when the ranks do not share a host
+  const HostPlacement placement_;
+  const int rank_;   // index among this host's ranks (the comm's rank on a single host)
+  const int world_;  // ranks on this host (the comm's size on a single host)
+  std::unique_ptr<Bootstrap> host_bootstrap_;  // this host's ranks, when the comm spans hosts
+  std::unique_ptr<InterHost> inter_host_;      // the engine between hosts, once set
+  std::unique_ptr<ShmHeap> heap_;  // null when the hosts have different numbers of ranks
   SymmetricArena arena_{0};
   uint32_t epoch_ = 0;
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
@@ -98,7 +113,7 @@ class HostBackend : public Backend {
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
   uint32_t lamport_calls_ = 0;     // lamport calls completed: the buffer in use rotates with it
-  std::string lamport_broken_;     // why a mismatched lamport call left the buffers unusable ("" if none)
+  std::string broken_;  // why a mismatched lamport or inter-host call left the comm unusable ("" if none)
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };
 

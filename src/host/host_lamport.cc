@@ -96,7 +96,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
                               "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, "
                               "dtype, op or place in the order; every rank must make the same calls in the same order",
                               p, other_call ? "not a lamport call" : "another lamport call", rank_);
-      lamport_broken_ = threadLastError();
+      broken_ = threadLastError();
       return r;
     }
     if (res == symmarSuccess) {
@@ -108,7 +108,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     if (!complete) {
       markFailed(sched::nextEpoch(epoch_));
       symmarResult_t r = fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", p);
-      lamport_broken_ = threadLastError();
+      broken_ = threadLastError();
       return r;
     }
     srcs_[p] = slot;
@@ -124,7 +124,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
   }
   lamport_used_[buf] = trailer + 4;
   lamport_calls_ = call + 1;
-  return symmarSuccess;
+  return acrossHosts(c, symmarAlgoLamport, 0, c.count, nullptr);
 }
 
 }  // namespace symmar

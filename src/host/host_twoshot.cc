@@ -4,9 +4,9 @@
 // Inputs go to the half peers are not reading (or stay in place when they are symmetric); reduced
 // slices go to the other half, written only after the start barrier, when every peer has finished
 // the previous step.
-#include "core/error.h"
 #include <cstdint>
 
+#include "core/error.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
 
@@ -50,8 +50,15 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     }
     // The owner writes its slice to its output and publishes it in the same pass. In place, the
     // output slice is the input slice being read: each block is read before it is written.
-    reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, heap_->staging(rank_, out_half) + off, srcs_.data(), world_,
-                mine.size(), c.dtype, c.op);
+    char* publish = heap_->staging(rank_, out_half) + off;
+    if (inter_host_) {
+      // Across hosts the owned slice is this host's partial: reduced straight into the inter-host
+      // stage, which writes the finished slice to the output and publishes it.
+      reduceRanks(inter_host_->partial(mine.size(), c.dtype), nullptr, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+      SYMMAR_CHECK(acrossHosts(c, symmarAlgoTwoShot, r.begin + mine.begin, mine.size(), publish, /*staged=*/true));
+    } else {
+      reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+    }
     SYMMAR_CHECK(barrier(sched::kSlotEnd));
 
     for (int i = 1; i < world_; ++i) {

@@ -3,11 +3,12 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <new>
-#include <cstdint>
 
 #include "host/host_reduce.h"
+#include "host/mpi_inter_host.h"
 #include "symmar/symmar_mpi.h"
 
 namespace {
@@ -115,6 +116,15 @@ extern "C" symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_com
   }
   symmarResult_t res = symmarCommInitExternal(comm, size, rank, mpiAllGather, state, config);
   if (res == symmarSuccess) res = symmarCommSetFallback(*comm, mpiAllReduce, releaseState, state);
+  const bool fallback_set = res == symmarSuccess;
+  // Across hosts: the ranks sharing a local index get a communicator of their own for the
+  // inter-host stage (split from the duplicate, which the fallback keeps).
+  if (res == symmarSuccess) res = symmar_mpi::installInterHost(*comm, state->comm);
+  if (res != symmarSuccess && fallback_set) {
+    symmarCommDestroy(*comm);  // releases the fallback's state with it
+    *comm = nullptr;
+    return res;
+  }
   if (res != symmarSuccess) {
     if (*comm) symmarCommDestroy(*comm);  // the fallback was not installed: state is still ours
     releaseState(state);

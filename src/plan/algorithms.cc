@@ -40,8 +40,11 @@ bool nccl(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t f
   return t.cc_major > 0 && t.link != symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoNccl));
 }
 
+/// The host fallback serves every host-backend comm that has it, those spanning hosts (link
+/// unknown: no shared memory between them) above all.
 bool mpi(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
-  return t.link == symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoMpi));
+  return t.cc_major == 0 && (t.link == symmarLinkHostMemory || t.link == symmarLinkUnknown) &&
+         (fallbacks & algoBit(symmarAlgoMpi));
 }
 
 const AlgorithmTraits kTraits[] = {

@@ -30,7 +30,8 @@ bool parseArchKey(const char* text, int* arch) {
 
 void Tables::put(const TableRow& row) {
   for (TableRow& existing : rows_) {
-    if (existing.arch == row.arch && existing.link == row.link && existing.world == row.world) {
+    if (existing.arch == row.arch && existing.link == row.link && existing.world == row.world &&
+        existing.hosts == row.hosts) {
       existing = row;
       return;
     }
@@ -38,28 +39,34 @@ void Tables::put(const TableRow& row) {
   rows_.push_back(row);
 }
 
-const TableRow* Tables::find(int arch, symmarLink_t link, int world) const {
+const TableRow* Tables::find(int arch, symmarLink_t link, int world, int hosts) const {
   for (const TableRow& row : rows_) {
-    if (row.arch == arch && row.link == link && row.world == world) return &row;
+    if (row.arch == arch && row.link == link && row.world == world && row.hosts == hosts) return &row;
   }
   return nullptr;
 }
 
-const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, int world) const {
-  int w = world < kMinTableWorld ? kMinTableWorld : (world > kMaxTableWorld ? kMaxTableWorld : world);
-  int arch = archOf(cc_major, cc_minor);
-  if (link == symmarLinkHostMemory || arch == kArchHost) {
-    if (const TableRow* row = find(kArchHost, symmarLinkHostMemory, w)) return row;
-  } else {
-    if (const TableRow* row = find(arch, link, w)) return row;
-    if (const TableRow* row = find(archOf(cc_major, 0), link, w)) return row;
+const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts) const {
+  const int w = world < kMinTableWorld ? kMinTableWorld : (world > kMaxTableWorld ? kMaxTableWorld : world);
+  const int h = hosts < 1 ? 1 : (hosts > kMaxTableHosts ? kMaxTableHosts : hosts);
+  const int arch = archOf(cc_major, cc_minor);
+  const bool host = link == symmarLinkHostMemory || arch == kArchHost;
+  for (int hk : {h, 2}) {
+    if (hk != h && (h == 1 || h == 2)) break;  // the 2-host rows stand in only for other host counts
+    if (host) {
+      if (const TableRow* row = find(kArchHost, symmarLinkHostMemory, w, hk)) return row;
+    } else {
+      if (const TableRow* row = find(arch, link, w, hk)) return row;
+      if (const TableRow* row = find(archOf(cc_major, 0), link, w, hk)) return row;
+    }
+    if (const TableRow* row = find(kArchDefault, link, w, hk)) return row;
   }
-  if (const TableRow* row = find(kArchDefault, link, w)) return row;
-  // The built-in default rows cover every link and world, so this is reached only for an unknown
-  // link: an empty row, which leaves the decision to the fallback.
+  // The built-in default rows cover every link and world of a single host, so this is reached
+  // only for an unknown link or a comm spanning hosts without rows of its own: an empty row, which
+  // leaves the decision to the fallback (flat).
   static const TableRow kEmpty = [] {
     TableRow r;
-    r.source = "empty row: unknown interconnect";
+    r.source = "empty row: unknown interconnect, or no row for this many hosts (the fallback serves)";
     return r;
   }();
   return &kEmpty;

@@ -1,5 +1,8 @@
-// Size tables: rows keyed by (arch key, interconnect, world size), each an ordered list of
-// (algorithm, max bytes). Above the last threshold the fallback serves.
+// Size tables: rows keyed by (arch key, interconnect, world size, hosts), each an ordered list of
+// (algorithm, max bytes). Above the last threshold the fallback serves. A comm spanning hosts is
+// keyed by its ranks per host (world) and its number of hosts; its interconnect is the one within
+// a host, and its entries name the hierarchical forms (oneshot = one-shot within each host, then
+// the whole message between hosts; twoshot = reduce-scatter within, slices between, all-gather).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,6 +17,7 @@ constexpr int kArchHost = 0;      ///< host backend rows (link = host memory)
 constexpr int kMaxTableEntries = 4;
 constexpr int kMinTableWorld = 2;
 constexpr int kMaxTableWorld = 8;
+constexpr int kMaxTableHosts = 8;  ///< rows exist for 1..8 hosts; more hosts use the 8-host row
 constexpr uint64_t kUnbounded = UINT64_MAX;
 
 struct TableEntry {
@@ -25,6 +29,7 @@ struct TableRow {
   int arch = kArchDefault;  ///< major*10 + minor (sm90 = 90, sm120 = 120), kArchHost or kArchDefault
   symmarLink_t link = symmarLinkUnknown;
   int world = 0;
+  int hosts = 1;  ///< 1: a single-host comm
   int num_entries = 0;
   TableEntry entries[kMaxTableEntries] = {};
   std::string source;  ///< where the numbers come from
@@ -55,12 +60,14 @@ class Tables {
   /// Adds a row, replacing one with the same key.
   void put(const TableRow& row);
   /// Exact key lookup; nullptr if absent.
-  const TableRow* find(int arch, symmarLink_t link, int world) const;
-  /// The lookup chain, per (link, world): exact capability -> family (major, minor 0) -> default;
-  /// host memory (or capability 0.0) -> host rows -> default. Rows may be sparse: any step may lack
-  /// the key. World sizes outside 2..8 use the nearest row. Never returns nullptr: a link with no
-  /// default row gets an empty row (fallback only). The served row's arch says which step answered.
-  const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world) const;
+  const TableRow* find(int arch, symmarLink_t link, int world, int hosts = 1) const;
+  /// The lookup chain, per (link, world, hosts): exact capability -> family (major, minor 0) ->
+  /// default; host memory (or capability 0.0) -> host rows -> default. Rows may be sparse: any step
+  /// may lack the key. World sizes outside 2..8 use the nearest row; more than 8 hosts use the
+  /// 8-host rows, and a host count without rows the 2-host rows. Never returns nullptr: a key with
+  /// no default row gets an empty row (fallback only: a comm spanning hosts without hierarchical
+  /// rows runs flat). The served row's arch and hosts say which step answered.
+  const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts = 1) const;
   const std::vector<TableRow>& rows() const { return rows_; }
 
  private:

@@ -1,4 +1,4 @@
-// JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4],
+// JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4], "hosts": 2 (optional),
 //   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
 //   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
 #include <fcntl.h>
@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
-#include <cstdint>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -52,7 +52,7 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
   if (!j.is_object()) return r.bad(where, "a row must be an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k != "arch" && k != "link" && k != "world" && k != "algos" && k != "source") {
+    if (k != "arch" && k != "link" && k != "world" && k != "hosts" && k != "algos" && k != "source") {
       return r.bad(where + "." + k, "unknown field");
     }
   }
@@ -92,6 +92,14 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
       return r.bad(where + ".world", "world size " + x->dump() + " outside 2..8");
     }
     worlds.push_back(x->get<int>());
+  }
+  if (j.contains("hosts")) {  // optional: 1 (a single host) unless the row is for comms spanning hosts
+    const json& h = j["hosts"];
+    // As a 64-bit value: a huge unsigned reads as negative, so every out-of-range number is refused.
+    if (!h.is_number_integer() || h.get<int64_t>() < 1 || h.get<int64_t>() > kMaxTableHosts) {
+      return r.bad(where + ".hosts", "expected an integer 1.." + std::to_string(kMaxTableHosts));
+    }
+    row.hosts = h.get<int>();
   }
   if (!j.contains("algos") || !j["algos"].is_array()) return r.bad(where + ".algos", "missing or not a list");
   const json& algos = j["algos"];

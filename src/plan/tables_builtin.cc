@@ -30,6 +30,7 @@ struct Spec {
   int world_min, world_max;
   TableEntry entries[kMaxTableEntries];
   const char* source;
+  int hosts = 1;  // a row for comms spanning this many hosts (world = ranks per host)
 };
 
 constexpr symmarLink_t SW = symmarLinkNvSwitch;
@@ -141,6 +142,7 @@ Tables makeBuiltin() {
       row.arch = spec.arch;
       row.link = spec.link;
       row.world = w;
+      row.hosts = spec.hosts;
       for (const TableEntry& e : spec.entries) {
         if (e.max_bytes == 0) break;
         row.entries[row.num_entries++] = e;

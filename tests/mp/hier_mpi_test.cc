@@ -1,0 +1,227 @@
+// Launched by mpirun as `symmar_hier_tests L`: ranks pretend to sit on hosts of L ranks each
+// (SYMMAR_HOST_ID from the MPI rank, set before symmarCommInitMpi), so one machine runs the
+// hierarchical path. Every dtype x op x algorithm x count, in and out of place, against
+// MPI_Allreduce of the same inputs (the float64 reference for f16/bf16, which MPI lacks): bitwise
+// for max/min and int32 sum, within a stated tolerance for float sums, and bitwise identical on
+// every rank. Then a rank on the last host that arrives after the timeout: every rank must report
+// a failure within the timeout, none may hang or succeed. With unequal hosts (world % L != 0) the
+// comm must say it runs flat and still be right.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/host_reduce.h"
+#include "symmar/symmar_mpi.h"
+
+namespace {
+
+int g_rank = 0, g_world = 0;
+
+double valueOf(symmarDataType_t t, const unsigned char* p) {
+  switch (t) {
+    case symmarFloat32: { float f; std::memcpy(&f, p, 4); return f; }
+    case symmarFloat64: { double d; std::memcpy(&d, p, 8); return d; }
+    case symmarInt32: { int32_t i; std::memcpy(&i, p, 4); return i; }
+    case symmarFloat16: { uint16_t h; std::memcpy(&h, p, 2); return symmar::halfToFloat(h); }
+    default: { uint16_t b; std::memcpy(&b, p, 2); return symmar::bf16ToFloat(b); }
+  }
+}
+
+void store(symmarDataType_t t, unsigned char* p, double v) {
+  switch (t) {
+    case symmarFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case symmarFloat64: std::memcpy(p, &v, 8); break;
+    case symmarInt32: { int32_t i = static_cast<int32_t>(v); std::memcpy(p, &i, 4); break; }
+    case symmarFloat16: { uint16_t h = symmar::floatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    default: { uint16_t b = symmar::floatToBf16(static_cast<float>(v)); std::memcpy(p, &b, 2); break; }
+  }
+}
+
+/// Fractional values (sums round differently in another order) for floats, mixed signs for int32.
+std::vector<unsigned char> input(symmarDataType_t t, size_t count, int rank, uint32_t seed) {
+  const size_t es = symmarTypeSize(t);
+  std::vector<unsigned char> buf(count * es);
+  uint32_t x = seed * 2654435761u + static_cast<uint32_t>(rank) * 40503u + 1;
+  for (size_t i = 0; i < count; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const double v = t == symmarInt32 ? static_cast<double>(static_cast<int32_t>(x >> 8) % 100000)
+                                      : (static_cast<double>(x >> 9) / (1 << 23) - 0.5) * 8.0;
+    store(t, &buf[i * es], v);
+  }
+  return buf;
+}
+
+/// What MPI_Allreduce gives for the same inputs (types MPI has), else a float64 reduction.
+std::vector<double> mpiReference(symmarDataType_t t, symmarRedOp_t op, const std::vector<unsigned char>& in,
+                                 size_t count) {
+  const size_t es = symmarTypeSize(t);
+  std::vector<double> out(count);
+  MPI_Op mop = op == symmarSum ? MPI_SUM : (op == symmarMax ? MPI_MAX : MPI_MIN);
+  if (t == symmarFloat32 || t == symmarFloat64 || t == symmarInt32) {
+    MPI_Datatype mt = t == symmarFloat32 ? MPI_FLOAT : (t == symmarFloat64 ? MPI_DOUBLE : MPI_INT32_T);
+    std::vector<unsigned char> res(in.size());
+    MPI_Allreduce(in.data(), res.data(), static_cast<int>(count), mt, mop, MPI_COMM_WORLD);
+    for (size_t i = 0; i < count; ++i) out[i] = valueOf(t, &res[i * es]);
+    return out;
+  }
+  std::vector<double> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = valueOf(t, &in[i * es]);
+  MPI_Allreduce(mine.data(), out.data(), static_cast<int>(count), MPI_DOUBLE, mop, MPI_COMM_WORLD);
+  return out;
+}
+
+/// Stated tolerance of a float sum: the world's inputs are at most 4 in magnitude, so one rounding
+/// of the result per rank (f16/bf16 results are rounded once per host stage and once at the end).
+double tolerance(symmarDataType_t t) {
+  const double eps = t == symmarFloat64 ? 0x1p-52 : (t == symmarFloat32 ? 0x1p-23 : (t == symmarFloat16 ? 0x1p-10 : 0x1p-7));
+  return 4.0 * g_world * g_world * eps * 2;
+}
+
+uint64_t digest(const std::vector<unsigned char>& b) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : b) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool allAgree(bool ok) {
+  int mine = ok ? 0 : 1, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any == 0;
+}
+
+int sweep(symmarComm_t comm) {
+  int failed = 0, passed = 0;
+  const symmarAlgo_t algos[] = {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoLamport, symmarAlgoMpi};
+  uint32_t seed = 0;
+  for (int d = 0; d < symmarNumTypes; ++d) {
+    const symmarDataType_t t = static_cast<symmarDataType_t>(d);
+    const size_t es = symmarTypeSize(t);
+    for (int o = 0; o < symmarNumOps; ++o) {
+      const symmarRedOp_t op = static_cast<symmarRedOp_t>(o);
+      for (symmarAlgo_t algo : algos) {
+        for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(65537), size_t(300001)}) {
+          // lamport serves f32/f16/bf16 (its empty-slot pattern is a float's) up to its size limit.
+          const bool lamport_can = (t == symmarFloat32 || es == 2) && count * es <= SYMMAR_LAMPORT_MAX_BYTES;
+          if (algo == symmarAlgoLamport && !lamport_can) continue;
+          for (bool in_place : {false, true}) {
+            std::vector<unsigned char> in = input(t, count, g_rank, ++seed), out(count * es, 0xab);
+            std::vector<double> ref = mpiReference(t, op, in, count);
+            std::vector<unsigned char> buf = in;
+            void* dst = in_place ? buf.data() : out.data();
+            symmarResult_t res = symmarAllReduceAlgo(buf.data(), dst, count, t, op, algo, comm, nullptr);
+            std::vector<unsigned char>& got = in_place ? buf : out;
+            std::string why;
+            if (res != symmarSuccess) why = std::string(symmarGetErrorString(res)) + ": " + symmarGetLastError(comm);
+            const bool exact = op != symmarSum || t == symmarInt32;
+            for (size_t i = 0; why.empty() && i < count; ++i) {
+              const double v = valueOf(t, &got[i * es]);
+              // max/min pick one input; for f16/bf16 the reference is that input widened: exact too.
+              if (exact ? v != ref[i] : !(std::fabs(v - ref[i]) <= tolerance(t) * (1 + std::fabs(ref[i])))) {
+                why = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref[i]);
+              }
+            }
+            uint64_t mine = digest(got);
+            std::vector<uint64_t> all(static_cast<size_t>(g_world));
+            MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+            for (uint64_t x : all) {
+              if (why.empty() && x != all[0]) why = "ranks differ bitwise";
+            }
+            if (!why.empty()) {
+              fprintf(stderr, "rank %d FAILED: %s %s %s count %zu %s: %s\n", g_rank, symmarAlgoName(algo),
+                      symmarTypeSize(t) == 2 ? (t == symmarFloat16 ? "f16" : "bf16") : (t == symmarFloat32 ? "f32" : (t == symmarInt32 ? "i32" : "f64")),
+                      op == symmarSum ? "sum" : (op == symmarMax ? "max" : "min"), count,
+                      in_place ? "in place" : "out of place", why.c_str());
+            }
+            if (allAgree(why.empty())) ++passed;
+            else ++failed;
+          }
+        }
+      }
+    }
+  }
+  if (g_rank == 0) printf("sweep: %d passed, %d failed\n", passed, failed);
+  return failed;
+}
+
+/// The last rank arrives after the timeout; every rank must fail the call within a bound.
+int lateRank(const symmarConfig_t& base) {
+  symmarConfig_t cfg = base;
+  cfg.timeout_ms = 1500;
+  symmarComm_t comm = nullptr;
+  if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) {
+    fprintf(stderr, "rank %d: init: %s\n", g_rank, symmarGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<float> buf(size_t{1} << 18, 1.0f);
+  const bool late = g_rank == g_world - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(cfg.timeout_ms + 1500));
+  const auto t0 = std::chrono::steady_clock::now();
+  symmarResult_t res = symmarAllReduceAlgo(buf.data(), buf.data(), buf.size(), symmarFloat32, symmarSum,
+                                           symmarAlgoTwoShot, comm, nullptr);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bool ok = res != symmarSuccess && s < 3.0 * cfg.timeout_ms / 1000;
+  if (!ok) fprintf(stderr, "rank %d: late-rank call returned %s after %.2f s\n", g_rank, symmarGetErrorString(res), s);
+  symmarCommDestroy(comm);
+  const bool all = allAgree(ok);
+  if (g_rank == 0) printf("late rank: %s\n", all ? "every rank failed the call in time" : "FAILED");
+  return all ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int local = argc > 1 ? atoi(argv[1]) : 0;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+  if (local < 1) {
+    if (g_rank == 0) fprintf(stderr, "usage: symmar_hier_tests RANKS_PER_HOST\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const std::string id = "simulated-host-" + std::to_string(g_rank / local);
+  setenv("SYMMAR_HOST_ID", id.c_str(), 1);
+  const bool uniform = g_world % local == 0;
+  const int hosts = (g_world + local - 1) / local;
+
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.staging_bytes = 64 << 10;  // small: the larger counts run through several chunks
+  cfg.timeout_ms = 60000;
+  symmarComm_t comm = nullptr;
+  int failed = 0;
+  if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) {
+    fprintf(stderr, "rank %d: symmarCommInitMpi: %s\n", g_rank, symmarGetLastError(nullptr));
+    failed = 1;
+  } else {
+    int h = 0, host = 0, lr = 0, ls = 0;
+    symmarCommHostLayout(comm, &h, &host, &lr, &ls);
+    char text[2048];
+    symmarCommDescribe(comm, text, sizeof(text));
+    const bool layout_ok = h == hosts && host == g_rank / local && lr == g_rank % local &&
+                           ls == (uniform || host < hosts - 1 ? local : g_world % local);
+    const bool says = std::string(text).find(uniform ? "hierarchical" : "flat") != std::string::npos;
+    if (!layout_ok || !says) {
+      fprintf(stderr, "rank %d: layout %d hosts, host %d, local %d/%d; describe: %s\n", g_rank, h, host, lr, ls, text);
+      failed = 1;
+    }
+    if (g_rank == 0) printf("%s\n", text);
+    failed += sweep(comm);
+    symmarCommDestroy(comm);
+    if (uniform) failed += lateRank(cfg);
+  }
+  int total = 0;
+  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (g_rank == 0) printf("hierarchical world %d as %d host(s) of %d: %s\n", g_world, hosts, local, total ? "FAILED" : "passed");
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
