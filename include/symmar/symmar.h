@@ -258,14 +258,16 @@ typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* r
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void* user),
                                      void* user);
 /**
- * The inter-host stage of a comm whose ranks span several hosts: an allgather among the ranks that
- * share this rank's local index (symmarCommHostLayout), one per host. recvbuf receives
- * hosts * bytes, host h's record at h * bytes (this rank's own included). Must give up after about
- * timeout_ms and return symmarTimeout when a peer never arrives, any other non-success code on an
- * error; never blocks without bound. Called from the thread that makes the collective call.
+ * The inter-host stage of a comm whose ranks span several hosts: one exchange among the ranks that
+ * share this rank's local index (symmarCommHostLayout), one per host. Sends sendbufs[h] (bytes
+ * long) to the rank on host h and receives that rank's record for this one at recvbuf + h * bytes;
+ * sendbufs[own host] is copied to recvbuf + own host * bytes. (All sendbufs equal: an allgather.)
+ * A record of another length from a peer is an error. Must give up after about timeout_ms and
+ * return symmarTimeout when a peer never arrives, another non-success code on an error; never
+ * blocks without bound. Called from the thread that makes the collective call.
  */
-typedef symmarResult_t (*symmarInterHostAllGatherFn)(const void* sendbuf, void* recvbuf, size_t bytes,
-                                                     int timeout_ms, void* user);
+typedef symmarResult_t (*symmarInterHostExchangeFn)(const void* const* sendbufs, void* recvbuf, size_t bytes,
+                                                    int timeout_ms, void* user);
 /**
  * Where this rank sits: the comm's number of hosts (1 when every rank shares one), this rank's host
  * (hosts numbered in the order of their lowest rank), its index among its host's ranks (in rank
@@ -282,7 +284,7 @@ symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, in
  * failure nothing is installed on any rank and user stays the caller's. symmarUnsupported on a
  * single-host comm, hosts of unequal size, or the CUDA backend (whose inter-host stage is NCCL).
  */
-symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostAllGatherFn fn, void (*release)(void* user),
+symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchangeFn fn, void (*release)(void* user),
                                       void* user, const char* name);
 /** Rank and world size of a comm. */
 symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);

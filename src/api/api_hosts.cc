@@ -48,7 +48,7 @@ symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, in
   });
 }
 
-symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostAllGatherFn fn, void (*release)(void*),
+symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchangeFn fn, void (*release)(void*),
                                       void* user, const char* name) {
   return guardedComm(comm, [&] {
     SYMMAR_CHECK(checkComm(comm));

@@ -43,10 +43,10 @@ struct HostPlacement {
   bool uniform = true;   ///< every host has local_size ranks (what the hierarchical path needs)
 };
 
-/// The engine that carries the inter-host stage of a comm spanning hosts: an allgather among the
+/// The engine that carries the inter-host stage of a comm spanning hosts: an exchange among the
 /// ranks that share this rank's local index, one per host, in host order (symmarCommSetInterHost).
 struct InterHostCarrier {
-  symmarInterHostAllGatherFn fn = nullptr;
+  symmarInterHostExchangeFn fn = nullptr;
   void (*release)(void*) = nullptr;  ///< called with user when the backend drops the carrier
   void* user = nullptr;
   std::string name;  ///< for symmarCommDescribe ("mpi", an engine's name)

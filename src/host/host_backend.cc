@@ -278,7 +278,7 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
   if (world_ == 1) {
     if (inter_host_) {  // alone on its host: the input is the host's partial
-      if (count) memcpy(inter_host_->partial(count, dtype), send, count * call.elem);
+      copyToPieces(call, call.send, count);
       return acrossHosts(call, algo, 0, count, nullptr, /*staged=*/true);
     }
     if (send != recv && count > 0) memmove(recv, send, count * call.elem);

@@ -57,12 +57,16 @@ class HostBackend : public Backend {
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   symmarResult_t runLamport(const Call& call);  // host_lamport.cc
   /// Across hosts: combines this rank's part of a call's result (elements [begin, begin + n), reduced
-  /// over this host: in the output, or already at inter_host_->partial() when staged) with the
-  /// other hosts' (InterHost::combine), into the output and into publish when not null. A failure
-  /// breaks the comm (engine requests may be left behind) and tells this host's peers. Nothing to
-  /// do on a single-host comm.
+  /// over this host: in the output, or already in the inter-host pieces when staged) with the other
+  /// hosts' (InterHost::combine), into the output and into publish when not null. A failure breaks
+  /// the comm (engine requests may be left behind) and tells this host's peers. Nothing to do on a
+  /// single-host comm.
   symmarResult_t acrossHosts(const Call& call, symmarAlgo_t algo, size_t begin, size_t n, char* publish,
                              bool staged = false);
+  /// Reduces n elements of the world_ sources in srcs_ into the inter-host pieces (no copy after).
+  void reduceToPieces(const Call& call, size_t n);
+  /// Copies n elements from src into the inter-host pieces.
+  void copyToPieces(const Call& call, const char* src, size_t n);
   /// peer has begun the lamport call this rank would make next (its header is in this rank's
   /// current lamport buffer): at a barrier, a sign that peer made a lamport call instead.
   bool lamportStarted(int peer) const;
@@ -112,6 +116,7 @@ class HostBackend : public Backend {
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
+  std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece
   uint32_t lamport_calls_ = 0;     // lamport calls completed: the buffer in use rotates with it
   std::string broken_;  // why a mismatched lamport or inter-host call left the comm unusable ("" if none)
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote

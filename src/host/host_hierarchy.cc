@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "host/host_backend.h"
+#include "host/host_reduce.h"
 
 namespace symmar {
 
@@ -25,11 +26,26 @@ symmarResult_t HostBackend::setInterHost(const InterHostCarrier& carrier) {
   return symmarSuccess;
 }
 
+void HostBackend::reduceToPieces(const Call& c, size_t n) {
+  piece_srcs_.resize(srcs_.size());
+  for (const InterHost::Piece& p : inter_host_->pieces(n, c.dtype)) {
+    if (!p.count) continue;
+    for (int q = 0; q < world_; ++q) piece_srcs_[q] = static_cast<const char*>(srcs_[q]) + p.begin * c.elem;
+    reduceRanks(p.dst, nullptr, piece_srcs_.data(), world_, p.count, c.dtype, c.op);
+  }
+}
+
+void HostBackend::copyToPieces(const Call& c, const char* src, size_t n) {
+  for (const InterHost::Piece& p : inter_host_->pieces(n, c.dtype)) {
+    if (p.count) memcpy(p.dst, src + p.begin * c.elem, p.count * c.elem);
+  }
+}
+
 symmarResult_t HostBackend::acrossHosts(const Call& c, symmarAlgo_t algo, size_t begin, size_t n, char* publish,
                                         bool staged) {
   if (!inter_host_) return symmarSuccess;
   char* part = c.recv + begin * c.elem;
-  if (!staged && n) memcpy(inter_host_->partial(n, c.dtype), part, n * c.elem);
+  if (!staged) copyToPieces(c, part, n);
   symmarResult_t res = inter_host_->combine(part, publish, n, c.dtype, c.op, signature(c, algo));
   if (res == symmarSuccess) return res;
   // This host's peers may be waiting for this rank at a barrier: they stop now instead of at their

@@ -17,11 +17,13 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
     SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? signature(c, symmarAlgoOneShot) : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
-    const bool across = inter_host_ != nullptr;  // this host's sum is then a partial for the next stage
-    reduceRanks(across ? inter_host_->partial(r.size(), c.dtype) : c.recv + r.begin * c.elem, nullptr, srcs_.data(),
-                world_, r.size(), c.dtype, c.op);
     last_read_half_ = half;
-    if (across) SYMMAR_CHECK(acrossHosts(c, symmarAlgoOneShot, r.begin, r.size(), nullptr, /*staged=*/true));
+    if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output
+      reduceToPieces(c, r.size());
+      SYMMAR_CHECK(acrossHosts(c, symmarAlgoOneShot, r.begin, r.size(), nullptr, /*staged=*/true));
+    } else {
+      reduceRanks(c.recv + r.begin * c.elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
+    }
   }
   return symmarSuccess;
 }

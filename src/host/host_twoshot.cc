@@ -54,7 +54,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     if (inter_host_) {
       // Across hosts the owned slice is this host's partial: reduced straight into the inter-host
       // stage, which writes the finished slice to the output and publishes it.
-      reduceRanks(inter_host_->partial(mine.size(), c.dtype), nullptr, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+      reduceToPieces(c, mine.size());
       SYMMAR_CHECK(acrossHosts(c, symmarAlgoTwoShot, r.begin + mine.begin, mine.size(), publish, /*staged=*/true));
     } else {
       reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);

@@ -1,5 +1,6 @@
 #include "host/inter_host.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -8,29 +9,50 @@
 namespace symmar {
 
 InterHost::InterHost(const InterHostCarrier& carrier, int hosts, int host, int timeout_ms)
-    : carrier_(carrier), hosts_(hosts), host_(host), timeout_ms_(timeout_ms), srcs_(static_cast<size_t>(hosts)) {}
+    : carrier_(carrier),
+      hosts_(hosts),
+      host_(host),
+      timeout_ms_(timeout_ms),
+      sends_(static_cast<size_t>(hosts)),
+      srcs_(static_cast<size_t>(hosts)),
+      expected_(static_cast<size_t>(hosts)) {}
 
 InterHost::~InterHost() {
   if (carrier_.release) carrier_.release(carrier_.user);
 }
 
-void* InterHost::partial(size_t count, symmarDataType_t dtype) {
-  const size_t record = sizeof(Header) + ((count * symmarTypeSize(dtype) + 15) & ~size_t{15});
-  if (send_.size() < record) send_.resize(record);
-  return send_.data() + sizeof(Header);
+InterHost::Round InterHost::layout(size_t span, size_t elem) const {
+  Round r;
+  r.span = span;
+  r.record = sizeof(Header) + ((span * elem + 15) & ~size_t{15});
+  return r;
 }
 
-symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
-                                  uint64_t sig) {
-  const size_t payload = count * symmarTypeSize(dtype);
-  const size_t record = sizeof(Header) + ((payload + 15) & ~size_t{15});
-  partial(count, dtype);  // sized (the partial is already there)
+const std::vector<InterHost::Piece>& InterHost::pieces(size_t count, symmarDataType_t dtype) {
+  const size_t elem = symmarTypeSize(dtype);
+  two_rounds_ = count * elem > kOneRoundMaxBytes;
+  const size_t n = two_rounds_ ? static_cast<size_t>(hosts_) : 1;
+  span_ = two_rounds_ ? (count + n - 1) / n : count;
+  const Round r = layout(span_, elem);
+  if (send_.size() < r.record * n) send_.resize(r.record * n);
+  pieces_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t begin = std::min(count, i * span_);
+    pieces_.push_back({begin, std::min(count - begin, span_), send_.data() + i * r.record + sizeof(Header)});
+  }
+  return pieces_;
+}
+
+void InterHost::writeHeader(unsigned char* record, uint64_t sig, size_t bytes) const {
+  const Header h{sig, seq_, bytes, 0};
+  std::memcpy(record, &h, sizeof(Header));
+}
+
+symmarResult_t InterHost::exchange(const std::vector<const void*>& send, size_t record, uint64_t sig,
+                                   const std::vector<size_t>& expected) {
   if (recv_.size() < record * static_cast<size_t>(hosts_)) recv_.resize(record * static_cast<size_t>(hosts_));
-  const Header mine_header{sig, ++seq_, payload, 0};
-  std::memcpy(send_.data(), &mine_header, sizeof(Header));
-  std::memset(send_.data() + sizeof(Header) + payload, 0, record - sizeof(Header) - payload);  // padding
   clearThreadLastError();  // so only the engine's own report (if any) is quoted below
-  const symmarResult_t res = carrier_.fn(send_.data(), recv_.data(), record, timeout_ms_, carrier_.user);
+  const symmarResult_t res = carrier_.fn(send.data(), recv_.data(), record, timeout_ms_, carrier_.user);
   if (res != symmarSuccess) {
     // A timeout and a mismatch keep their codes; any other engine failure is a lost peer to the comm.
     const symmarResult_t code = res == symmarTimeout || res == symmarInvalidUsage ? res : symmarPeerFailure;
@@ -39,22 +61,57 @@ symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDat
                 said.empty() ? "" : ": ", said.c_str());
   }
   for (int h = 0; h < hosts_; ++h) {
-    const unsigned char* rec = recv_.data() + static_cast<size_t>(h) * record;
     Header theirs;
-    std::memcpy(&theirs, rec, sizeof(Header));
-    if (h == host_ && std::memcmp(rec, send_.data(), record) != 0) {
-      return fail(symmarInternalError, "inter-host stage over %s returned another record in this rank's place (host %d)",
-                  carrier_.name.c_str(), h);
-    }
-    if (theirs.sig != sig || theirs.seq != seq_ || theirs.bytes != payload) {
+    std::memcpy(&theirs, recv_.data() + static_cast<size_t>(h) * record, sizeof(Header));
+    if (theirs.sig != sig || theirs.seq != seq_ || theirs.bytes != expected[static_cast<size_t>(h)]) {
       return fail(symmarInvalidUsage,
                   "collective mismatch across hosts: host %d made another call (count, dtype, op or algorithm) or "
                   "another number of calls than host %d; every rank must make the same calls in the same order",
                   h, host_);
     }
-    srcs_[static_cast<size_t>(h)] = rec + sizeof(Header);
   }
-  if (count) reduceRanks(dst, dst2, srcs_.data(), hosts_, count, dtype, op);
+  return symmarSuccess;
+}
+
+symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                                  uint64_t sig) {
+  const size_t elem = symmarTypeSize(dtype);
+  const Round r = layout(span_, elem);
+  auto data = [&](size_t h) { return recv_.data() + h * r.record + sizeof(Header); };
+  ++seq_;
+  if (!two_rounds_) {  // every host's whole partial to every host; each reduces them all
+    writeHeader(send_.data(), sig, count * elem);
+    std::fill(sends_.begin(), sends_.end(), send_.data());
+    std::fill(expected_.begin(), expected_.end(), count * elem);
+    SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
+    for (size_t h = 0; h < srcs_.size(); ++h) srcs_[h] = data(h);
+    if (count) reduceRanks(dst, dst2, srcs_.data(), hosts_, count, dtype, op);
+    return symmarSuccess;
+  }
+  // Reduce-scatter: piece h of every partial goes to host h, which reduces it in host order.
+  const Piece& mine = pieces_[static_cast<size_t>(host_)];
+  for (size_t h = 0; h < pieces_.size(); ++h) {
+    unsigned char* rec = send_.data() + h * r.record;
+    writeHeader(rec, sig, pieces_[h].count * elem);
+    sends_[h] = rec;
+  }
+  std::fill(expected_.begin(), expected_.end(), mine.count * elem);
+  SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
+  if (reduced_.size() < r.record) reduced_.resize(r.record);
+  for (size_t h = 0; h < srcs_.size(); ++h) srcs_[h] = data(h);
+  if (mine.count) reduceRanks(reduced_.data() + sizeof(Header), nullptr, srcs_.data(), hosts_, mine.count, dtype, op);
+  // All-gather of the reduced pieces.
+  ++seq_;
+  writeHeader(reduced_.data(), sig, mine.count * elem);
+  std::fill(sends_.begin(), sends_.end(), reduced_.data());
+  for (size_t h = 0; h < pieces_.size(); ++h) expected_[h] = pieces_[h].count * elem;
+  SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
+  for (size_t h = 0; h < pieces_.size(); ++h) {
+    const size_t bytes = pieces_[h].count * elem;
+    if (!bytes) continue;
+    std::memcpy(static_cast<char*>(dst) + pieces_[h].begin * elem, data(h), bytes);
+    if (dst2) std::memcpy(static_cast<char*>(dst2) + pieces_[h].begin * elem, data(h), bytes);
+  }
   return symmarSuccess;
 }
 

@@ -1,8 +1,14 @@
-// The inter-host stage of a hierarchical host comm: this rank's partial result goes to the ranks
-// with the same local index on the other hosts through the engine's allgather (MPI, or whatever the
-// engine installed), and every rank reduces the gathered partials in host order, so all ranks of
-// the comm compute the same bits. Each record carries the call's signature and a sequence number,
-// checked before any data is used: hosts that made different calls fail the call on every rank.
+// The inter-host stage of a hierarchical host comm. Each rank holds its host's partial result for
+// some elements; the ranks with the same local index, one per host, combine their partials through
+// the engine's exchange (MPI, or whatever the engine installed), reducing in host order so every
+// rank of the comm computes the same bits:
+//  - small partials (latency-bound): one round, every host sends its whole partial to every other,
+//    and each reduces all of them;
+//  - larger ones (bandwidth-bound): a reduce-scatter round (host h receives sub-slice h of every
+//    partial and reduces it) and an all-gather round of the reduced sub-slices: 2(H-1)/H of the
+//    partial on the wire per rank instead of H-1, and each element reduced once per comm.
+// Every record carries the call's signature, a sequence number and its length, checked before any
+// data is used: hosts that made different calls fail the call on every rank.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,36 +22,59 @@ namespace symmar {
 
 class InterHost {
  public:
+  /// Partials above this many bytes take the two-round form.
+  static constexpr size_t kOneRoundMaxBytes = 64 << 10;
+
   /// hosts: ranks taking part (one per host); host: this rank's place among them.
   InterHost(const InterHostCarrier& carrier, int hosts, int host, int timeout_ms);
   ~InterHost();
   InterHost(const InterHost&) = delete;
   InterHost& operator=(const InterHost&) = delete;
 
-  const std::string& name() const { return carrier_.name; }
-  /// Where this rank's partial of count elements is written before combine() (no copy then);
-  /// valid until the next call.
-  void* partial(size_t count, symmarDataType_t dtype);
-  /// Reduces the count elements of this rank's partial (written at partial()) with the other
-  /// hosts' partials of the same call (signature sig) in host order, into dst and, unless null,
-  /// dst2. count 0 still exchanges the signature (a host that skipped the call is caught).
+  /// A run of the partial's elements and where it is written (inside the round's send records, so
+  /// the partial travels without a copy).
+  struct Piece {
+    size_t begin, count;
+    void* dst;
+  };
+  /// Where the next combine() of count elements of dtype wants its partial: one piece, or one per
+  /// host. Valid until the next call.
+  const std::vector<Piece>& pieces(size_t count, symmarDataType_t dtype);
+  /// Reduces the partial written at pieces() with the other hosts' partials of the same call
+  /// (signature sig) in host order, into dst and, unless null, dst2 (count elements each). count 0
+  /// still exchanges the signature (a host that skipped the call is caught).
   symmarResult_t combine(void* dst, void* dst2, size_t count, symmarDataType_t dtype, symmarRedOp_t op, uint64_t sig);
 
  private:
   struct Header {
     uint64_t sig;
     uint64_t seq;
-    uint64_t bytes;
-    uint64_t pad;  // keeps the payload 16-byte aligned in every record
+    uint64_t bytes;  // the record's data bytes
+    uint64_t pad;    // keeps the data 16-byte aligned in every record
   };
+  /// Layout of one round: records of `record` bytes, each a header and up to `span` elements.
+  struct Round {
+    size_t span = 0;
+    size_t record = 0;
+  };
+  Round layout(size_t span, size_t elem) const;
+  /// One exchange: send[h] to host h, host h's record for this rank into recv_; checks every
+  /// record's header (data bytes expected[h]).
+  symmarResult_t exchange(const std::vector<const void*>& send, size_t record, uint64_t sig,
+                          const std::vector<size_t>& expected);
+  void writeHeader(unsigned char* record, uint64_t sig, size_t bytes) const;
 
   InterHostCarrier carrier_;
   const int hosts_;
   const int host_;
   const int timeout_ms_;
-  uint64_t seq_ = 0;  // exchanges made: every host counts the same
-  std::vector<unsigned char> send_, recv_;
-  std::vector<const void*> srcs_;
+  uint64_t seq_ = 0;  // rounds exchanged: every host counts the same
+  bool two_rounds_ = false;
+  size_t span_ = 0;  // elements per piece of the current call
+  std::vector<Piece> pieces_;
+  std::vector<unsigned char> send_, recv_, reduced_;
+  std::vector<const void*> sends_, srcs_;
+  std::vector<size_t> expected_;
 };
 
 }  // namespace symmar

@@ -41,22 +41,22 @@ void abandon(std::vector<MPI_Request>& requests) {
   }
 }
 
-// Every host sends its record to every other and receives theirs: hosts - 1 of each, all posted at
-// once, then polled until done or timeout_ms passed (MPI has no timed wait; a blocking collective
-// would hang forever on a host that never arrives).
-symmarResult_t exchange(const void* send, void* recv, size_t bytes, int timeout_ms, void* user) {
+// Every host sends its record for each other host and receives theirs: hosts - 1 of each, all
+// posted at once, then polled until done or timeout_ms passed (MPI has no timed wait; a blocking
+// collective would hang forever on a host that never arrives).
+symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int timeout_ms, void* user) {
   InterHostState* st = static_cast<InterHostState*>(user);
   if (bytes > static_cast<size_t>(INT32_MAX)) return report(symmarInvalidArgument, "record over 2 GiB");
   const int n = static_cast<int>(bytes);
   char* out = static_cast<char*>(recv);
-  std::memcpy(out + static_cast<size_t>(st->host) * bytes, send, bytes);
+  std::memcpy(out + static_cast<size_t>(st->host) * bytes, send[st->host], bytes);
   st->requests.clear();
   for (int h = 0; h < st->hosts; ++h) {
     if (h == st->host) continue;
     MPI_Request r;
     int rc = MPI_Irecv(out + static_cast<size_t>(h) * bytes, n, MPI_BYTE, h, kTag, st->comm, &r);
     if (rc == MPI_SUCCESS) st->requests.push_back(r);
-    if (rc == MPI_SUCCESS) rc = MPI_Isend(send, n, MPI_BYTE, h, kTag, st->comm, &r);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &r);
     if (rc != MPI_SUCCESS) {
       abandon(st->requests);
       return report(symmarSystemError, "posting the exchange failed", rc);

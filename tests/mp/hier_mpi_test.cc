@@ -98,46 +98,67 @@ bool allAgree(bool ok) {
   return any == 0;
 }
 
-int sweep(symmarComm_t comm) {
+const char* typeName(symmarDataType_t t) {
+  static const char* names[] = {"f32", "f16", "bf16", "i32", "f64"};
+  return names[t];
+}
+
+/// One allreduce checked against MPI_Allreduce and across ranks; "" when right. On a flat comm
+/// (hosts of unequal size, only the fallback serves) a forced symmetric algorithm must be refused
+/// with symmarUnsupported, not run.
+std::string checkCase(symmarComm_t comm, bool flat, symmarDataType_t t, symmarRedOp_t op, symmarAlgo_t algo,
+                      size_t count, bool in_place, uint32_t seed) {
+  const size_t es = symmarTypeSize(t);
+  std::vector<unsigned char> in = input(t, count, g_rank, seed), out(count * es, 0xab);
+  const std::vector<double> ref = mpiReference(t, op, in, count);
+  std::vector<unsigned char> buf = in;
+  symmarResult_t res = symmarAllReduceAlgo(buf.data(), in_place ? buf.data() : out.data(), count, t, op, algo, comm,
+                                           nullptr);
+  const std::vector<unsigned char>& got = in_place ? buf : out;
+  const bool refused = flat && algo != symmarAlgoAuto && algo != symmarAlgoMpi;
+  std::string why;
+  if (refused) {
+    if (res != symmarUnsupported) why = std::string("expected symmarUnsupported, got ") + symmarGetErrorString(res);
+  } else if (res != symmarSuccess) {
+    why = std::string(symmarGetErrorString(res)) + ": " + symmarGetLastError(comm);
+  }
+  // max/min pick one input (for f16/bf16 the reference is that input widened) and int32 sums are
+  // exact: bitwise. Float sums within the stated tolerance.
+  const bool exact = op != symmarSum || t == symmarInt32;
+  for (size_t i = 0; why.empty() && !refused && i < count; ++i) {
+    const double v = valueOf(t, &got[i * es]);
+    if (exact ? v != ref[i] : !(std::fabs(v - ref[i]) <= tolerance(t) * (1 + std::fabs(ref[i])))) {
+      why = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref[i]);
+    }
+  }
+  // Every rank joins the comparison, whatever happened on it.
+  uint64_t mine = refused ? 0 : digest(got);
+  std::vector<uint64_t> all(static_cast<size_t>(g_world));
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (uint64_t x : all) {
+    if (why.empty() && x != all[0]) why = "ranks differ bitwise";
+  }
+  return why;
+}
+
+int sweep(symmarComm_t comm, bool flat) {
   int failed = 0, passed = 0;
   const symmarAlgo_t algos[] = {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoLamport, symmarAlgoMpi};
   uint32_t seed = 0;
   for (int d = 0; d < symmarNumTypes; ++d) {
     const symmarDataType_t t = static_cast<symmarDataType_t>(d);
-    const size_t es = symmarTypeSize(t);
     for (int o = 0; o < symmarNumOps; ++o) {
       const symmarRedOp_t op = static_cast<symmarRedOp_t>(o);
       for (symmarAlgo_t algo : algos) {
         for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(65537), size_t(300001)}) {
           // lamport serves f32/f16/bf16 (its empty-slot pattern is a float's) up to its size limit.
+          const size_t es = symmarTypeSize(t);
           const bool lamport_can = (t == symmarFloat32 || es == 2) && count * es <= SYMMAR_LAMPORT_MAX_BYTES;
           if (algo == symmarAlgoLamport && !lamport_can) continue;
           for (bool in_place : {false, true}) {
-            std::vector<unsigned char> in = input(t, count, g_rank, ++seed), out(count * es, 0xab);
-            std::vector<double> ref = mpiReference(t, op, in, count);
-            std::vector<unsigned char> buf = in;
-            void* dst = in_place ? buf.data() : out.data();
-            symmarResult_t res = symmarAllReduceAlgo(buf.data(), dst, count, t, op, algo, comm, nullptr);
-            std::vector<unsigned char>& got = in_place ? buf : out;
-            std::string why;
-            if (res != symmarSuccess) why = std::string(symmarGetErrorString(res)) + ": " + symmarGetLastError(comm);
-            const bool exact = op != symmarSum || t == symmarInt32;
-            for (size_t i = 0; why.empty() && i < count; ++i) {
-              const double v = valueOf(t, &got[i * es]);
-              // max/min pick one input; for f16/bf16 the reference is that input widened: exact too.
-              if (exact ? v != ref[i] : !(std::fabs(v - ref[i]) <= tolerance(t) * (1 + std::fabs(ref[i])))) {
-                why = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref[i]);
-              }
-            }
-            uint64_t mine = digest(got);
-            std::vector<uint64_t> all(static_cast<size_t>(g_world));
-            MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-            for (uint64_t x : all) {
-              if (why.empty() && x != all[0]) why = "ranks differ bitwise";
-            }
+            std::string why = checkCase(comm, flat, t, op, algo, count, in_place, ++seed);
             if (!why.empty()) {
-              fprintf(stderr, "rank %d FAILED: %s %s %s count %zu %s: %s\n", g_rank, symmarAlgoName(algo),
-                      symmarTypeSize(t) == 2 ? (t == symmarFloat16 ? "f16" : "bf16") : (t == symmarFloat32 ? "f32" : (t == symmarInt32 ? "i32" : "f64")),
+              fprintf(stderr, "rank %d FAILED: %s %s %s count %zu %s: %s\n", g_rank, symmarAlgoName(algo), typeName(t),
                       op == symmarSum ? "sum" : (op == symmarMax ? "max" : "min"), count,
                       in_place ? "in place" : "out of place", why.c_str());
             }
@@ -195,7 +216,9 @@ int main(int argc, char** argv) {
 
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
-  cfg.staging_bytes = 64 << 10;  // small: the larger counts run through several chunks
+  // 1 MiB: the larger counts run through several chunks, and the inter-host pieces of a chunk pass
+  // InterHost::kOneRoundMaxBytes, so both inter-host forms run.
+  cfg.staging_bytes = 1 << 20;
   cfg.timeout_ms = 60000;
   symmarComm_t comm = nullptr;
   int failed = 0;
@@ -215,7 +238,7 @@ int main(int argc, char** argv) {
       failed = 1;
     }
     if (g_rank == 0) printf("%s\n", text);
-    failed += sweep(comm);
+    failed += sweep(comm, !uniform);
     symmarCommDestroy(comm);
     if (uniform) failed += lateRank(cfg);
   }
