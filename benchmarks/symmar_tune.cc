@@ -64,11 +64,14 @@ int main(int argc, char** argv) {
     std::string source = std::string("symmar_tune on ") + host + " " + date + ", " + perf::typeName(opt.dtype) +
                          ", margin " + std::to_string(margin);
     auto entries = tune::tuneRow(m, margin);
-    // The row key the planner looks up for this comm (Tables::resolve): host ranks share one arch.
+    // The row key the planner looks up for this comm (Tables::resolve): host ranks share one arch;
+    // a comm spanning hosts is keyed by its ranks per host and its number of hosts.
     const int arch =
         topo.link == symmarLinkHostMemory ? symmar::kArchHost : symmar::archOf(topo.cc_major, topo.cc_minor);
-    std::ofstream(out) << tune::tableFileJson(symmar::archKeyName(arch), symmar::linkName(topo.link), group.size(),
-                                              entries, source);
+    int hosts = 1, per_host = group.size();
+    symmarCommHostLayout(comm, &hosts, nullptr, nullptr, &per_host);
+    std::ofstream(out) << tune::tableFileJson(symmar::archKeyName(arch), symmar::linkName(topo.link),
+                                              hosts > 1 ? per_host : group.size(), entries, source, hosts);
     printf("symmar_tune: wrote %s:", out.c_str());
     for (const auto& e : entries) printf(" %s<=%llu", symmarAlgoName(e.algo), static_cast<unsigned long long>(e.max_bytes));
     printf("\n");

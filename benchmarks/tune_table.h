@@ -28,8 +28,9 @@ struct Entry {
 /// left to the planner's fallback rule and not listed.
 std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double margin);
 
-/// A table file (see docs/tuning.md) holding one row.
+/// A table file (see docs/tuning.md) holding one row; hosts > 1 keys it for comms spanning that
+/// many hosts (world is then the ranks per host).
 std::string tableFileJson(const std::string& arch, const std::string& link, int world, const std::vector<Entry>& entries,
-                          const std::string& source);
+                          const std::string& source, int hosts = 1);
 
 }  // namespace tune

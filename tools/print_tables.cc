@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
          "in order with the largest message (bytes per rank) each serves; above the last one the fallback\n"
          "serves (NCCL on GPUs, MPI on the host backend; without a fallback the last symmetric algorithm,\n"
          "chunked). An unavailable multimem (no multicast) is served by twoshot. Lookup: exact capability ->\n"
-         "family (major) -> default.\n\n");
+         "family (major) -> default. Comms spanning hosts use the rows keyed by their ranks per host and\n"
+         "number of hosts (the 2-host rows for host counts without rows of their own): oneshot and twoshot\n"
+         "there name the hierarchical forms, whose inter-host stage is the comm's inter-host engine.\n\n");
   for (int arch : knownArchs(tables)) {
     const std::vector<symmarLink_t> links =
         arch == kArchHost ? std::vector<symmarLink_t>{symmarLinkHostMemory}
@@ -89,6 +91,18 @@ int main(int argc, char** argv) {
         if (s.find(row->source) == std::string::npos) s += (s.empty() ? "" : "; ") + row->source;
       }
       flush();
+      // Rows for comms spanning hosts: world is the ranks per host (no chain listing: a host count
+      // without rows takes the 2-host rows, and no rows at all means flat, the fallback serving).
+      for (int h = 2; h <= kMaxTableHosts; ++h) {
+        for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
+          const TableRow* row = tables.find(arch, link, w, h);
+          if (!row) continue;
+          table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " per host, " + std::to_string(h) +
+                   " hosts | " + entriesText(*row) + " |\n";
+          std::string& s = sources[std::string(linkName(link)) + ", " + std::to_string(h) + " hosts"];
+          if (s.find(row->source) == std::string::npos) s += (s.empty() ? "" : "; ") + row->source;
+        }
+      }
     }
     printf("## %s\n\n", archKeyName(arch).c_str());
     if (table.empty()) {

@@ -78,8 +78,9 @@ AddRmsNormCall toCall(const symmarAddRmsNormArgs_t& a) {
                         a.eps,   a.tokens,      a.hidden,       a.dtype};
 }
 
-/// No fused form on this comm (host ranks on several hosts): the allreduce through whatever serves
-/// it, then the add and norm here, row by row. Host memory only.
+/// No fused form on this comm (host ranks on several hosts: the norm needs every host's sum): the
+/// allreduce through whatever serves it (hierarchical or the fallback), then the add and norm
+/// here, row by row. Host memory only.
 symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn) {
   if (comm->settings.device >= 0) {
     return fail(symmarUnsupported, "%s: this GPU comm has no fused form (link %s)", fn, linkName(comm->topo.link));
@@ -100,11 +101,16 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
   SYMMAR_CHECK(checkComm(comm));
   SYMMAR_CHECK(checkArgs(args, fn));
   const AddRmsNormCall c = toCall(*args);
+  const bool across_hosts = comm->placement.hosts > 1;
   if (algo == symmarAlgoAuto) {
-    algo = planAddRmsNorm(*comm->row, comm->topo, comm->fallbacks(), c.tokens, c.hidden, c.dtype);
+    algo = across_hosts ? symmarAlgoAuto
+                        : planAddRmsNorm(*comm->row, comm->topo, comm->fallbacks(), c.tokens, c.hidden, c.dtype);
     if (algo == symmarAlgoAuto) return unfused(comm, c, fn);
   } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
     return fail(symmarInvalidArgument, "%s: the fused forms are oneshot and twoshot, not %s", fn, symmarAlgoName(algo));
+  } else if (across_hosts) {
+    return fail(symmarUnsupported, "%s: no fused %s form across hosts (symmarAllReduceAddRmsNorm runs the allreduce, "
+                "then the norm)", fn, symmarAlgoName(algo));
   } else if (!(availableAlgos(comm->topo, c.dtype, symmarSum, comm->fallbacks()) & algoBit(algo))) {
     return fail(symmarUnsupported, "%s: the fused %s form cannot run on this comm (link %s)", fn, symmarAlgoName(algo),
                 linkName(comm->topo.link));

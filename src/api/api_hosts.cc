@@ -15,18 +15,24 @@ const TableRow* resolveRow(const symmarComm& comm) {
   if (p.hosts == 1) {
     return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, comm.topo.link, comm.nranks);
   }
-  // Across hosts the row is the hierarchical one of the link within a host: host memory on the
-  // host backend (while no engine is set the topology's link is unknown, but the plan must not
-  // change when one is). Hosts of unequal size have no hierarchical path: the empty row.
-  const bool hierarchical = p.uniform && comm.settings.device < 0;
-  const symmarLink_t link = hierarchical ? symmarLinkHostMemory : symmarLinkUnknown;
-  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, link, p.local_size, p.hosts);
+  // Hosts of unequal size have no hierarchical path, and their ranks per host differ, so no key of
+  // theirs would be the same on every rank: one row for all, empty (the fallback serves).
+  static const TableRow kFlat = [] {
+    TableRow r;
+    r.source = "hosts with different numbers of ranks: flat, the fallback serves every call";
+    return r;
+  }();
+  if (!p.uniform || comm.settings.device >= 0) return &kFlat;
+  // Across hosts the row is the hierarchical one of the link within a host, host memory (while no
+  // engine is set the topology's link is unknown, but the plan must not change when one is).
+  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, symmarLinkHostMemory, p.local_size, p.hosts);
 }
 
 std::string describeHosts(const symmarComm& comm) {
   const HostPlacement& p = comm.placement;
   if (p.hosts == 1) return "";
   std::string text = "; hosts " + std::to_string(p.hosts);
+  if (comm.settings.device >= 0) return text + ": NCCL serves every call (with its own hierarchy)";
   if (!p.uniform) return text + " with unequal numbers of ranks: flat (the fallback serves every call)";
   text += " x " + std::to_string(p.local_size) + " ranks";
   if (comm.inter_host.empty()) return text + ", no inter-host engine: flat (the fallback serves every call)";

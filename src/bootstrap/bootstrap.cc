@@ -12,18 +12,19 @@
 namespace symmar {
 
 ProcessIdentity selfIdentity() {
-  std::string key;
-  if (const char* id = envRaw("SYMMAR_HOST_ID")) {
-    key = std::string("host-id/") + id;  // tests pretend several hosts on one machine
-  } else {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    key = host;
-    std::ifstream boot("/proc/sys/kernel/random/boot_id");
-    std::string boot_id;
-    if (boot >> boot_id) key += "/" + boot_id;
-  }
-  return ProcessIdentity{fnv1a(key.data(), key.size()), static_cast<int32_t>(getpid()), 0};
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string machine = host;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  if (boot >> boot_id) machine += "/" + boot_id;
+  std::string key = machine;
+  if (const char* id = envRaw("SYMMAR_HOST_ID")) key = std::string("host-id/") + id;  // pretend several hosts
+  ProcessIdentity out{};
+  out.host_hash = fnv1a(key.data(), key.size());
+  out.machine_hash = fnv1a(machine.data(), machine.size());
+  out.pid = static_cast<int32_t>(getpid());
+  return out;
 }
 
 }  // namespace symmar

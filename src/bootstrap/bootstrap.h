@@ -21,7 +21,8 @@ symmarResult_t makeUniqueId(symmarUniqueId* id);
 
 /// Identity of this process for locality checks: ranks share memory only with the same host id.
 struct ProcessIdentity {
-  uint64_t host_hash;  // hostname + boot id, or SYMMAR_HOST_ID
+  uint64_t host_hash;     // hostname + boot id, or SYMMAR_HOST_ID
+  uint64_t machine_hash;  // hostname + boot id always: the processes that share this machine's cores
   int32_t pid;
   int32_t pad;
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bootstrap/host_layout.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -184,6 +185,9 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
     }
   }
   facts->topo = topo_.topo;
+  std::vector<uint64_t> host_of;
+  for (const RankInfo& r : topo_.ranks) host_of.push_back(r.host_hash);
+  facts->placement = placeRanks(host_of, ctx_.rank);  // several hosts: NCCL serves (its own hierarchy)
   facts->staging_bytes = layout_.staging_bytes;
   facts->checks = checks_;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",

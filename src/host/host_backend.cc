@@ -113,8 +113,12 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   if (!local) b->chunk_cap_ = std::max(b->chunk_cap_, kInterHostChunkBytes);
   b->epoch_ = ctx.settings.epoch_start;
   b->srcs_.resize(ctx.nranks);
+  // Busy polling pays only while every rank has a core: count the ranks on this machine (simulated
+  // hosts share one).
+  unsigned on_machine = 0;
+  for (const ProcessIdentity& id : ids) on_machine += id.machine_hash == ids[ctx.rank].machine_hash;
   unsigned cores = std::thread::hardware_concurrency();
-  const int64_t spin = (cores == 0 || static_cast<unsigned>(placement.local_size) > cores) ? 16 : 4096;
+  const int64_t spin = (cores == 0 || on_machine > cores) ? 16 : 4096;
   b->spin_limit_ = static_cast<int>(envNumber("SYMMAR_HOST_SPIN", spin));
 
   if (!placement.uniform) {

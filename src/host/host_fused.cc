@@ -42,6 +42,8 @@ uint64_t HostBackend::fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo)
 
 symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarAlgo_t algo, void* stream) {
   SYMMAR_CHECK(checkCallable(stream));
+  // The norm needs the sum over every host, which the fused schedules (one host's ranks) lack.
+  if (placement_.hosts > 1) return fail(symmarUnsupported, "host backend: no fused form across hosts");
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
   // Rows per chunk: the one-shot stages input rows in one half; the two-shot also publishes

@@ -173,6 +173,44 @@ int sweep(symmarComm_t comm, bool flat) {
   return failed;
 }
 
+/// The fused allreduce + residual add + RMSNorm must norm the sum over every host: the result against
+/// a float64 computation from MPI_Allreduce of the same inputs (f32, 5 tokens x 96); a forced fused
+/// form is refused across hosts.
+int fusedNorm(symmarComm_t comm) {
+  const size_t tokens = 5, hidden = 96, n = tokens * hidden;
+  std::vector<float> in(n), res_in(n), gamma(hidden), res_out(n), norm(n);
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = static_cast<float>((g_rank + 1) * ((i * 37) % 11)) * 0.125f - 0.5f;
+    res_in[i] = static_cast<float>(i % 5) * 0.25f;
+  }
+  for (size_t j = 0; j < hidden; ++j) gamma[j] = 0.5f + static_cast<float>(j % 3) * 0.25f;
+  std::vector<double> in64(in.begin(), in.end()), sum(n);
+  MPI_Allreduce(in64.data(), sum.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  symmarAddRmsNormArgs_t a{in.data(), res_in.data(), res_out.data(), norm.data(), gamma.data(), nullptr, 1.0f, 1e-6f,
+                           tokens, hidden, symmarFloat32};
+  symmarResult_t res = symmarAllReduceAddRmsNorm(&a, comm, nullptr);
+  std::string why = res == symmarSuccess ? "" : std::string("fused call: ") + symmarGetLastError(comm);
+  for (size_t t = 0; why.empty() && t < tokens; ++t) {
+    double ms = 0;
+    for (size_t j = 0; j < hidden; ++j) ms += std::pow(sum[t * hidden + j] + res_in[t * hidden + j], 2);
+    const double inv = 1.0 / std::sqrt(ms / hidden + 1e-6);
+    for (size_t j = 0; j < hidden; ++j) {
+      const double r = sum[t * hidden + j] + res_in[t * hidden + j], want = r * inv * gamma[j];
+      if (std::fabs(res_out[t * hidden + j] - r) > 1e-5 * (1 + std::fabs(r)) ||
+          std::fabs(norm[t * hidden + j] - want) > 1e-5 * (1 + std::fabs(want))) {
+        why = "token " + std::to_string(t) + " element " + std::to_string(j) + ": norm " +
+              std::to_string(norm[t * hidden + j]) + " vs " + std::to_string(want);
+        break;
+      }
+    }
+  }
+  if (why.empty() && symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoTwoShot, comm, nullptr) != symmarUnsupported) {
+    why = "a forced fused form across hosts was not refused";
+  }
+  if (!why.empty()) fprintf(stderr, "rank %d FAILED: %s\n", g_rank, why.c_str());
+  return allAgree(why.empty()) ? 0 : 1;
+}
+
 /// The last rank arrives after the timeout; every rank must fail the call within a bound.
 int lateRank(const symmarConfig_t& base) {
   symmarConfig_t cfg = base;
@@ -239,6 +277,7 @@ int main(int argc, char** argv) {
     }
     if (g_rank == 0) printf("%s\n", text);
     failed += sweep(comm, !uniform);
+    failed += fusedNorm(comm);
     symmarCommDestroy(comm);
     if (uniform) failed += lateRank(cfg);
   }
