@@ -32,7 +32,7 @@ namespace {
 
 // Smallest chunk of a comm spanning hosts (measured: 2 simulated hosts x 2 ranks, see
 // docs/performance.md; at 256 KiB the exchanges' latency outweighs the cache benefit).
-constexpr size_t kInterHostChunkBytes = size_t{4} << 20;
+constexpr size_t kInterHostChunkBytes = size_t{1} << 20;
 
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {

@@ -136,10 +136,10 @@ const Spec kSpecs[] = {
     // ---- host backend across hosts (world = ranks per host; 2-host rows stand in for more hosts) ----
     {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, 16 * KiB}, {TWO, kUnbounded}},
      "symmar_perf, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh) on a 2-core x86-64 VM, "
-     "float sum, 2026-11-30: MPI_Allreduce 12-16 us vs one-shot 15-18 us to 1 KiB; one-shot ahead of two-shot "
-     "to 4-16 KiB; two-shot 0.8-1.2x MPI at 256 KiB-16 MiB and 1.7-2.2x at 64 MiB. The link between the "
-     "simulated hosts is shared memory: on a real network the hierarchical forms also cut inter-host bytes by "
-     "the ranks per host (docs/performance.md)",
+     "float sum, 2026-11-30, two runs: MPI_Allreduce 4-12 us vs one-shot 12-17 us to 1 KiB; one-shot and "
+     "two-shot even at 4-16 KiB, two-shot ahead from 64 KiB; two-shot vs MPI 0.8-1.3x at 1 MiB, 1.2-1.5x at "
+     "4 MiB, 1.4-1.6x at 16 MiB, 3.0x at 64 MiB. The link between the simulated hosts is shared memory "
+     "(docs/performance.md)",
      2},
 };
 
