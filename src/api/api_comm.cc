@@ -198,7 +198,7 @@ std::string describeComm(const symmarComm& comm) {
                      std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
                      ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
                      linkName(row.link) + "/" + std::to_string(row.world) +
-                     (row.hosts > 1 ? " x " + std::to_string(row.hosts) + " hosts" : "") + ":";
+                     (row.hosts > 1 ? " per host x " + std::to_string(row.hosts) + " hosts" : "") + ":";
   // The row is shared by every comm of its (arch, link, world); what this comm can run is not (a
   // Python or engine comm has no mpi fallback, SYMMAR_DISABLE): say so next to each entry, so the
   // line tells what runs rather than what the table would like.

@@ -1,7 +1,5 @@
 #include "bootstrap/host_layout.h"
 
-#include <cstring>
-#include <utility>
 
 namespace symmar {
 
@@ -36,23 +34,6 @@ std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank
     if (host_of_rank[r] == host_of_rank[static_cast<size_t>(rank)]) out.push_back(static_cast<int>(r));
   }
   return out;
-}
-
-SubBootstrap::SubBootstrap(Bootstrap* parent, std::vector<int> members, int index_in_members)
-    : Bootstrap(index_in_members, static_cast<int>(members.size())), parent_(parent), members_(std::move(members)) {}
-
-symmarResult_t SubBootstrap::allGather(void* data, size_t bytes_per_rank) {
-  const size_t n = static_cast<size_t>(parent_->nranks());
-  scratch_.assign(n * bytes_per_rank, 0);
-  unsigned char* out = static_cast<unsigned char*>(data);
-  std::memcpy(&scratch_[static_cast<size_t>(parent_->rank()) * bytes_per_rank],
-              out + static_cast<size_t>(rank()) * bytes_per_rank, bytes_per_rank);
-  symmarResult_t res = parent_->allGather(scratch_.data(), bytes_per_rank);
-  if (res != symmarSuccess) return res;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    std::memcpy(out + i * bytes_per_rank, &scratch_[static_cast<size_t>(members_[i]) * bytes_per_rank], bytes_per_rank);
-  }
-  return symmarSuccess;
 }
 
 }  // namespace symmar

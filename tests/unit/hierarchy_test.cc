@@ -1,6 +1,5 @@
-// Comms spanning hosts, piece by piece: how ranks are grouped by host, the bootstrap among one
-// host's ranks, the inter-host stage against a float64 reference over an in-process exchange, and
-// the table rows keyed by hosts.
+// Comms spanning hosts, piece by piece: how ranks are grouped by host, the inter-host stage over an
+// in-process exchange against the host-order sum, and the table rows keyed by hosts.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -45,38 +44,6 @@ TEST(HostLayout, UnequalHostsAndOneHost) {
   EXPECT_EQ(one.local_rank, 1);
   EXPECT_EQ(one.local_size, 3);
   EXPECT_TRUE(one.uniform);
-}
-
-/// A comm's bootstrap as seen by one rank: every peer's record is byte (peer * 16 + i).
-class FakePeers : public Bootstrap {
- public:
-  FakePeers(int rank, int nranks) : Bootstrap(rank, nranks) {}
-  symmarResult_t allGather(void* data, size_t bytes) override {
-    unsigned char* d = static_cast<unsigned char*>(data);
-    for (int r = 0; r < nranks(); ++r) {
-      if (r == rank()) continue;
-      for (size_t i = 0; i < bytes; ++i) d[r * bytes + i] = static_cast<unsigned char>(r * 16 + i);
-    }
-    ++calls;
-    return symmarSuccess;
-  }
-  int calls = 0;
-};
-
-TEST(SubBootstrap, GathersOnlyTheMembersRecordsInMemberOrder) {
-  FakePeers parent(2, 5);
-  SubBootstrap sub(&parent, {0, 2, 4}, 1);
-  EXPECT_EQ(sub.rank(), 1);
-  EXPECT_EQ(sub.nranks(), 3);
-  unsigned char rec[3 * 4] = {};
-  for (int i = 0; i < 4; ++i) rec[4 + i] = static_cast<unsigned char>(200 + i);  // this rank's record
-  ASSERT_EQ(sub.allGather(rec, 4), symmarSuccess);
-  EXPECT_EQ(parent.calls, 1) << "one allgather of the whole comm";
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(rec[i], 0 * 16 + i);
-    EXPECT_EQ(rec[4 + i], 200 + i);
-    EXPECT_EQ(rec[8 + i], 4 * 16 + i);
-  }
 }
 
 /// An in-process inter-host engine for H threads: each deposits its records, all meet, each takes
