@@ -159,6 +159,7 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   comm->backend = std::move(backend);
   comm->topo = facts.topo;
   comm->placement = facts.placement;
+  comm->inter_host = facts.inter_host;
   comm->checks = facts.checks;
   comm->settings.staging_bytes = facts.staging_bytes;
   // The row never changes for a comm: (arch, link, world, hosts) are fixed, so resolve it once here.

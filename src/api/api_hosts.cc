@@ -22,21 +22,27 @@ const TableRow* resolveRow(const symmarComm& comm) {
     r.source = "hosts with different numbers of ranks: flat, the fallback serves every call";
     return r;
   }();
-  if (!p.uniform || comm.settings.device >= 0) return &kFlat;
-  // Across hosts the row is the hierarchical one of the link within a host, host memory (while no
-  // engine is set the topology's link is unknown, but the plan must not change when one is).
-  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, symmarLinkHostMemory, p.local_size, p.hosts);
+  const bool gpu = comm.settings.device >= 0;
+  if (!p.uniform || (gpu && comm.inter_host.empty())) return &kFlat;
+  // Across hosts the row is the hierarchical one of the link within a host: the GPUs' link, or host
+  // memory (on the host backend the link is unknown until an engine is set, but the plan must not
+  // change when one is).
+  const symmarLink_t link = gpu ? comm.topo.link : symmarLinkHostMemory;
+  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, link, p.local_size, p.hosts);
 }
 
 std::string describeHosts(const symmarComm& comm) {
   const HostPlacement& p = comm.placement;
   if (p.hosts == 1) return "";
   std::string text = "; hosts " + std::to_string(p.hosts);
-  if (comm.settings.device >= 0) return text + ": NCCL serves every call (with its own hierarchy)";
+  const bool gpu = comm.settings.device >= 0;
   if (!p.uniform) return text + " with unequal numbers of ranks: flat (the fallback serves every call)";
   text += " x " + std::to_string(p.local_size) + " ranks";
-  if (comm.inter_host.empty()) return text + ", no inter-host engine: flat (the fallback serves every call)";
-  return text + ": hierarchical (shared memory within a host, " + comm.inter_host +
+  if (comm.inter_host.empty()) {
+    return text + (gpu ? ": NCCL serves every call (its own hierarchy)"
+                       : ", no inter-host engine: flat (the fallback serves every call)");
+  }
+  return text + ": hierarchical (" + (gpu ? "the kernels" : "shared memory") + " within a host, " + comm.inter_host +
          " between hosts, partials reduced in host order)";
 }
 

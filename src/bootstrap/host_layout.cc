@@ -1,5 +1,8 @@
 #include "bootstrap/host_layout.h"
 
+#include "bootstrap/bootstrap.h"
+#include "core/error.h"
+
 
 namespace symmar {
 
@@ -34,6 +37,21 @@ std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank
     if (host_of_rank[r] == host_of_rank[static_cast<size_t>(rank)]) out.push_back(static_cast<int>(r));
   }
   return out;
+}
+
+symmarResult_t connectHost(Bootstrap& boot, const HostPlacement& p, const std::vector<int>& host_ranks,
+                           int timeout_ms, std::unique_ptr<Bootstrap>* out) {
+  struct Offer {
+    symmarUniqueId id;
+    int32_t ok;
+  };
+  std::vector<Offer> offers(static_cast<size_t>(boot.nranks()));
+  Offer& mine = offers[static_cast<size_t>(boot.rank())];
+  mine.ok = p.local_rank != 0 || makeUniqueId(&mine.id) == symmarSuccess;
+  SYMMAR_CHECK(boot.allGather(offers.data(), sizeof(Offer)));
+  const Offer& first = offers[static_cast<size_t>(host_ranks[0])];
+  if (!first.ok) return fail(symmarSystemError, "rank %d could not open its host's bootstrap", host_ranks[0]);
+  return createTcpBootstrap(first.id, p.local_rank, p.local_size, timeout_ms, out);
 }
 
 }  // namespace symmar

@@ -58,6 +58,7 @@ struct BackendFacts {
   HostPlacement placement;
   size_t staging_bytes = 0;  ///< staging buffer per rank the ranks agreed on
   std::string checks;        ///< outcome of the start-up checks ("" when none ran), for symmarCommDescribe
+  std::string inter_host;    ///< the engine between hosts when the backend brings its own ("nccl"), else ""
 };
 
 /// The fused allreduce + residual add + RMSNorm (+ FP8) call, arguments checked

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/host_layout.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
+#include "gpu/hier_backend.h"
 #include "gpu/peer_probe.h"
 
 namespace symmar {
@@ -355,6 +357,18 @@ symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts,
     SYMMAR_INFO(kSubsysInit, "%d ranks: the symmetric kernels serve at most %d, NCCL serves this comm", ctx.nranks,
                 gpu::kMaxRanks);
   }
+  // Across two hosts of equal size: the kernels within each host, NCCL between (hier_backend.h).
+  std::vector<ProcessIdentity> ids(static_cast<size_t>(ctx.nranks));
+  ids[static_cast<size_t>(ctx.rank)] = selfIdentity();
+  SYMMAR_CHECK(ctx.bootstrap->allGather(ids.data(), sizeof(ProcessIdentity)));
+  std::vector<uint64_t> host_of;
+  for (const ProcessIdentity& id : ids) host_of.push_back(id.host_hash);
+  const HostPlacement placement = placeRanks(host_of, ctx.rank);
+  std::string why;
+  if (gpu::gpuHierarchyApplies(placement, &why)) {
+    return gpu::createHierarchicalCudaBackend(ctx, placement, ranksOnHost(host_of, ctx.rank), facts, out);
+  }
+  if (placement.hosts > 1) SYMMAR_INFO(kSubsysInit, "ranks span %d hosts: NCCL serves this comm (%s)", placement.hosts, why.c_str());
   auto backend = std::make_unique<gpu::CudaBackend>(ctx);
   SYMMAR_CHECK(backend->init(facts));
   *out = std::move(backend);

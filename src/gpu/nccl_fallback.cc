@@ -106,6 +106,24 @@ symmarResult_t NcclFallback::adopt(void* nccl_comm) {
   return symmarSuccess;
 }
 
+symmarResult_t NcclFallback::split(int color, int key, NcclFallback* out) {
+  if (!lib_ || !comm_) return fail(symmarUnsupported, "no NCCL communicator to split");
+  // ncclCommSplit(comm, color, key, &newcomm, config): NULL config inherits the parent's.
+  using SplitFn = int (*)(void*, int, int, void**, void*);
+  auto split_fn = reinterpret_cast<SplitFn>(dlsym(lib_, "ncclCommSplit"));
+  if (!split_fn) return fail(symmarUnsupported, "this NCCL has no ncclCommSplit (NCCL 2.18 or later has)");
+  void* c = nullptr;
+  const int res = split_fn(comm_, color, key, &c, nullptr);
+  if (res != kNcclSuccess) return ncclFailure(res, "ncclCommSplit");
+  if (!out->load()) {
+    comm_destroy_(c);
+    return fail(symmarNcclError, "libnccl could not be loaded for the split communicator");
+  }
+  out->comm_ = c;
+  out->owned_ = true;
+  return symmarSuccess;
+}
+
 symmarResult_t NcclFallback::ensureComm(const BackendContext& ctx) {
   if (comm_) return symmarSuccess;
   struct Record {

@@ -30,6 +30,10 @@ class NcclFallback {
   /// every rank reaches it through the same planned call). Any dtype the API knows.
   symmarResult_t allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                            symmarRedOp_t op, cudaStream_t stream);
+  /// Collective over this communicator (which must exist): ncclCommSplit by color, ranked by key,
+  /// into out (loaded, owning the new communicator). symmarUnsupported when this NCCL has no
+  /// ncclCommSplit (before 2.18).
+  symmarResult_t split(int color, int key, NcclFallback* out);
   /// Set when the comm failed: teardown aborts instead of waiting for outstanding work.
   void markFailed() { failed_ = true; }
   /// ncclGroupStart (start) or ncclGroupEnd of the NCCL already loaded in this process; *called

@@ -35,25 +35,6 @@ namespace {
 // docs/performance.md; at 256 KiB the exchanges' latency outweighs the cache benefit).
 constexpr size_t kInterHostChunkBytes = size_t{1} << 20;
 
-/// A bootstrap of this host's ranks alone, so each host maps its heap on its own schedule (what
-/// the ranks of one host exchange while they build it may differ from another host's): the host's
-/// first rank makes a unique id, every rank learns its host's through the comm's bootstrap, and the
-/// ranks of each host meet over TCP on that host.
-symmarResult_t connectHost(Bootstrap& boot, const BackendContext& ctx, const HostPlacement& p,
-                           const std::vector<int>& host_ranks, std::unique_ptr<Bootstrap>* out) {
-  struct Offer {
-    symmarUniqueId id;
-    int32_t ok;
-  };
-  std::vector<Offer> offers(static_cast<size_t>(ctx.nranks));
-  Offer& mine = offers[static_cast<size_t>(ctx.rank)];
-  mine.ok = p.local_rank != 0 || makeUniqueId(&mine.id) == symmarSuccess;
-  SYMMAR_CHECK(boot.allGather(offers.data(), sizeof(Offer)));
-  const Offer& first = offers[static_cast<size_t>(host_ranks[0])];
-  if (!first.ok) return fail(symmarSystemError, "rank %d could not open its host's bootstrap", host_ranks[0]);
-  return createTcpBootstrap(first.id, p.local_rank, p.local_size, ctx.settings.timeout_ms, out);
-}
-
 // A process that exited (or is a zombie) will never arrive.
 bool processDead(int pid) {
   char path[64];
@@ -147,7 +128,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   } else {
     Bootstrap* host_boot = &boot;
     if (!local) {
-      SYMMAR_CHECK(connectHost(boot, ctx, placement, host_ranks, &b->host_bootstrap_));
+      SYMMAR_CHECK(connectHost(boot, placement, host_ranks, ctx.settings.timeout_ms, &b->host_bootstrap_));
       host_boot = b->host_bootstrap_.get();
       SYMMAR_INFO(kSubsysInit, "ranks span %d hosts of %d: shared memory within each host, the inter-host stage "
                   "once an engine is set", placement.hosts, placement.local_size);

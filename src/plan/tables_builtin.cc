@@ -48,6 +48,14 @@ constexpr const char* kNoP2pSource =
     "cost model: PCIe Gen5 x16 ~50 GB/s per direction, ~1 us per crossing; one-shot (1+W)N bytes, two-shot ~3N "
     "(crossover ~100 KB/(W-2))";
 
+// Two hosts of GPUs (docs/performance.md, cost model for 2 x 8 H100 over 400 Gb/s InfiniBand): a
+// one-shot kernel (6.5 us) and NCCL's 2-rank allreduce between hosts (10 us assumed) + S / 50 GB/s
+// against NCCL over the whole comm (25 us assumed) + S / 400 GB/s: the hierarchical form wins below
+// ~500 KB. Default rows take half of sm90's threshold.
+constexpr const char* kTwoHostGpuSource =
+    "cost model, 2 x 8 H100 over 400 Gb/s InfiniBand: one-shot kernel 6.5 us + NCCL between hosts 10 us + "
+    "S/50 GB/s vs NCCL over all 16 25 us + S/400 GB/s (latencies assumed); crossover ~500 KB";
+
 const Spec kSpecs[] = {
     // ---- sm90: H100 / H200 ----
     {90, SW, 2, 2, {{LAMPORT, 64 * KiB}, {ONE, 1 * MiB}, {TWO, 64 * MiB}},
@@ -111,6 +119,9 @@ const Spec kSpecs[] = {
     // 32 KiB though the row's source read "as sm120 pcie"; a GB10 box has one GPU, so no measurement
     // backs a 5-8 GPU PCIe world either way.)
 
+    // ---- across 2 hosts (world = GPUs per host): a kernel within the host, then NCCL between ----
+    {90, SW, 2, 8, {{ONE, 256 * KiB}}, kTwoHostGpuSource, 2},
+
     // ---- default: any GPU without a row of its own ----
     {kArchDefault, SW, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}},
      "SGLang configs/custom_all_reduce_v2.py default: one-shot 1 MiB, two-shot 16 MiB, no multicast"},
@@ -123,6 +134,9 @@ const Spec kSpecs[] = {
     {kArchDefault, NOP2P, 5, 8, {{ONE, 16 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
     {kArchDefault, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 4 * MiB}},
      "PCIe default: one-stage below 64 KiB (vLLM fork), two-shot through the decode range (SGLang pcie_ipc_ar.py)"},
+    {kArchDefault, SW, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
+    {kArchDefault, NVL, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
+    {kArchDefault, PCI, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
 
     // ---- host backend (CPU ranks over shared memory) ----
     {kArchHost, symmarLinkHostMemory, 2, 3, {{LAMPORT, 64}, {ONE, 1 * KiB}, {TWO, kUnbounded}},

@@ -15,6 +15,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/schedule.h"
 #include "gpu/cuda_backend.h"
+#include "gpu/hier_backend.h"
 #include "gpu/kernel_launch.h"
 #include "gpu/nvml.h"
 #include "gpu/peer_probe.h"
@@ -107,6 +108,25 @@ TEST(GpuTopology, SeveralHostsOrTooManyRanksLeaveOnlyTheFallback) {
   std::vector<RankInfo> many_none;
   for (int g = 0; g < 9; ++g) many_none.push_back(rankInfo(g, 7, 0, kLinkNone));
   EXPECT_FALSE(classify(many_none).host_staged) << "the kernels serve at most 8 ranks";
+}
+
+// Across hosts the CUDA backend runs hierarchically only over two hosts of equal size: beyond two,
+// NCCL's sums on the local indices' communicators could differ in their order.
+TEST(GpuHierarchy, OnlyTwoHostsOfEqualSize) {
+  std::string why;
+  HostPlacement p;
+  p.hosts = 2;
+  p.local_size = 8;
+  EXPECT_TRUE(gpuHierarchyApplies(p, &why));
+  p.hosts = 3;
+  EXPECT_FALSE(gpuHierarchyApplies(p, &why));
+  EXPECT_NE(why.find("more than two hosts"), std::string::npos) << why;
+  p.hosts = 2;
+  p.uniform = false;
+  EXPECT_FALSE(gpuHierarchyApplies(p, &why));
+  p.hosts = 1;
+  p.uniform = true;
+  EXPECT_FALSE(gpuHierarchyApplies(p, &why));
 }
 
 TEST(GpuTopology, RanksSharingOneGpu) {

@@ -1,0 +1,104 @@
+#include "gpu/hier_backend.h"
+
+#include <utility>
+#include <vector>
+
+#include "bootstrap/host_layout.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/cuda_backend_impl.h"
+
+namespace symmar {
+namespace gpu {
+namespace {
+
+class HierarchicalCudaBackend : public Backend {
+ public:
+  HierarchicalCudaBackend(const BackendContext& ctx, const HostPlacement& p) : ctx_(ctx), placement_(p) {}
+
+  symmarResult_t init(const std::vector<int>& host_ranks, BackendFacts* facts) {
+    SYMMAR_CHECK(connectHost(*ctx_.bootstrap, placement_, host_ranks, ctx_.settings.timeout_ms, &host_bootstrap_));
+    host_ctx_ = ctx_;
+    host_ctx_.rank = placement_.local_rank;
+    host_ctx_.nranks = placement_.local_size;
+    host_ctx_.bootstrap = host_bootstrap_.get();
+    host_ = std::make_unique<CudaBackend>(host_ctx_);
+    SYMMAR_CHECK(host_->init(facts));
+    // The comm's own NCCL communicator (the nccl algorithm), then the inter-host one split from it:
+    // color = local index, ranked by host, so rank h of it is this local index's rank on host h.
+    if (!comm_nccl_.load()) return fail(symmarNcclError, "across hosts the CUDA backend needs NCCL (libnccl.so.2)");
+    SYMMAR_CHECK(comm_nccl_.create(ctx_));
+    SYMMAR_CHECK(comm_nccl_.split(placement_.local_rank, placement_.host, &inter_nccl_));
+    facts->topo.world_size = ctx_.nranks;
+    facts->placement = placement_;
+    facts->inter_host = "nccl";
+    SYMMAR_INFO(kSubsysInit, "hierarchical: %d hosts x %d GPUs, host %d, local rank %d, inter-host stage over NCCL",
+                placement_.hosts, placement_.local_size, placement_.host, placement_.local_rank);
+    return symmarSuccess;
+  }
+
+  symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
+                           symmarAlgo_t algo, void* stream) override {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (algo == symmarAlgoNccl) return comm_nccl_.allReduce(ctx_, send, recv, count, dtype, op, s);
+    SYMMAR_CHECK(host_->allReduce(send, recv, count, dtype, op, algo, stream));
+    if (count == 0) return symmarSuccess;
+    // Stream order puts the host's sum in recv before NCCL reads it; every local rank holds the
+    // same bits, and the two hosts' partials add the same way on every local index.
+    BackendContext inter = ctx_;
+    inter.rank = placement_.host;
+    inter.nranks = placement_.hosts;
+    return inter_nccl_.allReduce(inter, recv, recv, count, dtype, op, s);
+  }
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&, symmarAlgo_t, void*) override {
+    return fail(symmarUnsupported, "no fused form across hosts: the norm needs every host's sum");
+  }
+  symmarResult_t memAlloc(size_t bytes, void** ptr) override { return host_->memAlloc(bytes, ptr); }
+  symmarResult_t memFree(void* ptr) override { return host_->memFree(ptr); }
+  symmarResult_t asyncError() override { return host_->asyncError(); }
+  void noteCommFailed() override {
+    host_->noteCommFailed();
+    comm_nccl_.markFailed();
+    inter_nccl_.markFailed();
+  }
+  uint32_t fallbacks() const override { return 1u << symmarAlgoNccl; }
+  /// The engine's communicator spans the whole comm: it serves the nccl algorithm. The inter-host
+  /// communicator split at creation stays.
+  symmarResult_t adoptNccl(void* nccl_comm) override { return comm_nccl_.adopt(nccl_comm); }
+
+ private:
+  BackendContext ctx_;
+  const HostPlacement placement_;
+  std::unique_ptr<Bootstrap> host_bootstrap_;
+  BackendContext host_ctx_;
+  std::unique_ptr<CudaBackend> host_;
+  NcclFallback comm_nccl_;
+  NcclFallback inter_nccl_;
+};
+
+}  // namespace
+
+bool gpuHierarchyApplies(const HostPlacement& p, std::string* why) {
+  if (p.hosts == 1) {
+    *why = "one host";
+  } else if (!p.uniform) {
+    *why = "hosts with different numbers of ranks";
+  } else if (p.hosts > 2) {
+    *why = "more than two hosts (NCCL's sum of several partials may differ between local indices)";
+  } else {
+    return true;
+  }
+  return false;
+}
+
+symmarResult_t createHierarchicalCudaBackend(const BackendContext& ctx, const HostPlacement& placement,
+                                             const std::vector<int>& host_ranks, BackendFacts* facts,
+                                             std::unique_ptr<Backend>* out) {
+  auto backend = std::make_unique<HierarchicalCudaBackend>(ctx, placement);
+  SYMMAR_CHECK(backend->init(host_ranks, facts));
+  *out = std::move(backend);
+  return symmarSuccess;
+}
+
+}  // namespace gpu
+}  // namespace symmar
