@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +18,6 @@
 #include <random>
 #include <string>
 #include <vector>
-#include <algorithm>
 
 #include "moe_model.h"
 #include "moe_run.h"

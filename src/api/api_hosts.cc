@@ -68,14 +68,17 @@ symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchange
     // What every rank sees alike is refused at once, without a collective step.
     if (p.hosts == 1) return fail(symmarUnsupported, "symmarCommSetInterHost: every rank of this comm is on one host");
     if (!p.uniform) {
-      return fail(symmarUnsupported, "symmarCommSetInterHost: the %d hosts have different numbers of ranks; the "
-                  "hierarchical path needs as many on each (the fallback serves)", p.hosts);
+      return fail(symmarUnsupported,
+                  "symmarCommSetInterHost: the %d hosts have different numbers of ranks; the "
+                  "hierarchical path needs as many on each (the fallback serves)",
+                  p.hosts);
     }
     if (comm->settings.device >= 0) {
       return fail(symmarUnsupported, "symmarCommSetInterHost: a GPU comm's inter-host stage is NCCL's");
     }
     // What may differ between ranks is agreed: either every rank takes its engine or none does.
-    const char* why = !fn ? "fn is NULL" : (!comm->inter_host.empty() ? "an inter-host engine is already set" : nullptr);
+    const char* why =
+        !fn ? "fn is NULL" : (!comm->inter_host.empty() ? "an inter-host engine is already set" : nullptr);
     int first_failed = -1;
     SYMMAR_CHECK(agreeAll(*comm->bootstrap, why == nullptr, &first_failed));
     if (why) return fail(fn ? symmarInvalidUsage : symmarInvalidArgument, "symmarCommSetInterHost: %s", why);

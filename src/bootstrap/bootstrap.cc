@@ -1,9 +1,9 @@
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 #include <vector>
-#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"

@@ -13,10 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"

@@ -3,7 +3,6 @@
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
 
-
 namespace symmar {
 
 HostPlacement placeRanks(const std::vector<uint64_t>& host_of_rank, int rank) {
@@ -39,8 +38,8 @@ std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank
   return out;
 }
 
-symmarResult_t connectHost(Bootstrap& boot, const HostPlacement& p, const std::vector<int>& host_ranks,
-                           int timeout_ms, std::unique_ptr<Bootstrap>* out) {
+symmarResult_t connectHost(Bootstrap& boot, const HostPlacement& p, const std::vector<int>& host_ranks, int timeout_ms,
+                           std::unique_ptr<Bootstrap>* out) {
   struct Offer {
     symmarUniqueId id;
     int32_t ok;

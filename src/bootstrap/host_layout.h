@@ -22,7 +22,7 @@ std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank
 /// ranks of one host exchange meanwhile may differ from another host's). The host's first rank
 /// makes a unique id, every rank learns its host's through boot, and each host's ranks meet over
 /// TCP on that host.
-symmarResult_t connectHost(Bootstrap& boot, const HostPlacement& p, const std::vector<int>& host_ranks,
-                           int timeout_ms, std::unique_ptr<Bootstrap>* out);
+symmarResult_t connectHost(Bootstrap& boot, const HostPlacement& p, const std::vector<int>& host_ranks, int timeout_ms,
+                           std::unique_ptr<Bootstrap>* out);
 
 }  // namespace symmar

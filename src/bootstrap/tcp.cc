@@ -11,15 +11,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
-#include <set>
-#include <string>
 #include <mutex>
 #include <random>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <cstdint>
 
 #include "bootstrap/socket.h"
 #include "core/error.h"

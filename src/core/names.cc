@@ -2,8 +2,8 @@
 
 #include <strings.h>
 
-#include <string>
 #include <cstdint>
+#include <string>
 
 namespace symmar {
 namespace {

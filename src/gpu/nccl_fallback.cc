@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
-#include <cstdint>
 
 #include "core/env.h"
 #include "core/error.h"

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
-#include <cstdint>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"

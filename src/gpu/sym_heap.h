@@ -8,8 +8,8 @@
 #include <cuda.h>
 
 #include <cstddef>
-#include <vector>
 #include <cstdint>
+#include <vector>
 
 #include "core/backend.h"
 #include "gpu/driver.h"

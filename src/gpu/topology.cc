@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"

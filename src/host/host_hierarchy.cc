@@ -16,7 +16,8 @@ namespace symmar {
 symmarResult_t HostBackend::setInterHost(const InterHostCarrier& carrier) {
   if (placement_.hosts == 1) return fail(symmarUnsupported, "symmarCommSetInterHost: every rank is on one host");
   if (!heap_) {
-    return fail(symmarUnsupported, "symmarCommSetInterHost: the hosts have different numbers of ranks; the "
+    return fail(symmarUnsupported,
+                "symmarCommSetInterHost: the hosts have different numbers of ranks; the "
                 "hierarchical path needs as many on each (the fallback serves)");
   }
   if (inter_host_) return fail(symmarInvalidUsage, "symmarCommSetInterHost: an inter-host engine is already set");

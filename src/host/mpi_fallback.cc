@@ -2,8 +2,8 @@
 // Built against the public C API only.
 #include <mpi.h>
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -17,15 +17,7 @@ struct MpiState {
   MPI_Comm comm = MPI_COMM_NULL;
 };
 
-/// Fails with code, the text naming what failed and, for an MPI error, MPI's own words for it.
-symmarResult_t mpiFailure(symmarResult_t code, const char* what, int mpi_error = MPI_SUCCESS) {
-  char text[MPI_MAX_ERROR_STRING + 160];
-  char mpi_text[MPI_MAX_ERROR_STRING] = "";
-  int len = 0;
-  if (mpi_error != MPI_SUCCESS) MPI_Error_string(mpi_error, mpi_text, &len);
-  snprintf(text, sizeof(text), "libsymmar_mpi: %s%s%s", what, len ? ": " : "", mpi_text);
-  return symmarReportError(code, text);
-}
+using symmar_mpi::mpiFailure;
 
 int mpiAllGather(const void* send, void* recv, size_t bytes, void* user) {
   MPI_Comm comm = static_cast<MpiState*>(user)->comm;

@@ -22,15 +22,6 @@ struct InterHostState {
   std::vector<MPI_Status> statuses;
 };
 
-symmarResult_t report(symmarResult_t code, const char* what, int mpi_error = MPI_SUCCESS) {
-  char text[MPI_MAX_ERROR_STRING + 200];
-  char mpi_text[MPI_MAX_ERROR_STRING] = "";
-  int len = 0;
-  if (mpi_error != MPI_SUCCESS) MPI_Error_string(mpi_error, mpi_text, &len);
-  snprintf(text, sizeof(text), "libsymmar_mpi inter-host: %s%s%s", what, len ? ": " : "", mpi_text);
-  return symmarReportError(code, text);
-}
-
 /// Abandons what is still pending after a timeout: receives are cancelled, sends left to finish
 /// (or not) in the background. The comm is failed from here on, so nothing reuses the buffers.
 void abandon(std::vector<MPI_Request>& requests) {
@@ -46,7 +37,7 @@ void abandon(std::vector<MPI_Request>& requests) {
 // collective would hang forever on a host that never arrives).
 symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int timeout_ms, void* user) {
   InterHostState* st = static_cast<InterHostState*>(user);
-  if (bytes > static_cast<size_t>(INT32_MAX)) return report(symmarInvalidArgument, "record over 2 GiB");
+  if (bytes > static_cast<size_t>(INT32_MAX)) return mpiFailure(symmarInvalidArgument, "inter-host record over 2 GiB");
   const int n = static_cast<int>(bytes);
   char* out = static_cast<char*>(recv);
   std::memcpy(out + static_cast<size_t>(st->host) * bytes, send[st->host], bytes);
@@ -59,7 +50,7 @@ symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int t
     if (rc == MPI_SUCCESS) rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &r);
     if (rc != MPI_SUCCESS) {
       abandon(st->requests);
-      return report(symmarSystemError, "posting the exchange failed", rc);
+      return mpiFailure(symmarSystemError, "posting the exchange failed", rc);
     }
     st->requests.push_back(r);
   }
@@ -71,19 +62,19 @@ symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int t
     if (rc != MPI_SUCCESS) {
       // A record of another size than this rank's (MPI_ERR_TRUNCATE): that host made another call.
       abandon(st->requests);
-      return report(symmarInvalidUsage, "a host sent a record of another size (another call)", rc);
+      return mpiFailure(symmarInvalidUsage, "a host sent a record of another size (another call)", rc);
     }
     if (done) break;
     if ((polls & 255) == 255 && std::chrono::steady_clock::now() >= deadline) {
       abandon(st->requests);
-      return report(symmarTimeout, "a rank on another host did not take part within the timeout");
+      return mpiFailure(symmarTimeout, "a rank on another host did not take part within the timeout");
     }
     if (polls > 1000) sched_yield();  // oversubscribed hosts: let the peer run
   }
   for (size_t i = 0; i < st->statuses.size(); i += 2) {  // receives are the even requests
     int got = 0;
     MPI_Get_count(&st->statuses[i], MPI_BYTE, &got);
-    if (got != n) return report(symmarInvalidUsage, "a host sent a shorter record (another call)");
+    if (got != n) return mpiFailure(symmarInvalidUsage, "a host sent a shorter record (another call)");
   }
   return symmarSuccess;
 }
@@ -98,12 +89,21 @@ void release(void* user) {
 
 }  // namespace
 
+symmarResult_t mpiFailure(symmarResult_t code, const char* what, int mpi_error) {
+  char text[MPI_MAX_ERROR_STRING + 200];
+  char mpi_text[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (mpi_error != MPI_SUCCESS) MPI_Error_string(mpi_error, mpi_text, &len);
+  snprintf(text, sizeof(text), "libsymmar_mpi: %s%s%s", what, len ? ": " : "", mpi_text);
+  return symmarReportError(code, text);
+}
+
 symmarResult_t installInterHost(symmarComm_t comm, MPI_Comm mpi_comm) {
   int hosts = 1, host = 0, local_rank = 0;
   symmarResult_t res = symmarCommHostLayout(comm, &hosts, &host, &local_rank, nullptr);
   if (res != symmarSuccess || hosts == 1) return res;
   InterHostState* st = new (std::nothrow) InterHostState;
-  if (!st) return report(symmarOutOfMemory, "out of host memory");
+  if (!st) return mpiFailure(symmarOutOfMemory, "out of host memory");
   st->hosts = hosts;
   st->host = host;
   // Every rank splits (hosts is the same everywhere), so the collective matches even where the
@@ -112,7 +112,7 @@ symmarResult_t installInterHost(symmarComm_t comm, MPI_Comm mpi_comm) {
   if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
   if (rc != MPI_SUCCESS) {
     release(st);
-    return report(symmarSystemError, "splitting the communicator by local index failed", rc);
+    return mpiFailure(symmarSystemError, "splitting the communicator by local index failed", rc);
   }
   // With as many ranks on every host, each split holds one rank per host ranked by host (the key).
   res = symmarCommSetInterHost(comm, exchange, release, st, "mpi");

@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

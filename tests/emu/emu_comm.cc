@@ -5,9 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 
 namespace symmar {
 namespace emu {

@@ -7,11 +7,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

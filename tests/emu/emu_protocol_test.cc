@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
-#include <cstdint>
 
 #include "emu/emu_check.h"
 #include "emu/emu_comm.h"

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
-#include <cstdio>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

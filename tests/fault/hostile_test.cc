@@ -11,12 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
-#include <cstdint>
-#include <algorithm>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

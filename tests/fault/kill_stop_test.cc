@@ -6,9 +6,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <string>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "fault/fault_util.h"
 #include "mp/mp_util.h"

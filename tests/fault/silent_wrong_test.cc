@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstring>
-#include <string>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "core/schedule.h"
 #include "fault/fault_util.h"

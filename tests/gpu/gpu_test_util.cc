@@ -4,11 +4,11 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
-#include <cstdint>
 
 namespace symmar_gpu_test {
 namespace {

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-#include <cstdint>
-#include <cstdio>
 
 #include "e4m3_reference.h"
 #include "host/host_reduce.h"

@@ -3,9 +3,9 @@
 // outputs must be bitwise identical on all ranks.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 
 #include "mp/mp_util.h"
 

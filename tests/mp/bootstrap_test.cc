@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <cstdint>
-#include <cstdio>
 
 #include "mp/mp_util.h"
 

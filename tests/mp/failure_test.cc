@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
-#include <cstdio>
 
 #include "mp/mp_util.h"
 

@@ -28,21 +28,59 @@ int g_rank = 0, g_world = 0;
 
 double valueOf(symmarDataType_t t, const unsigned char* p) {
   switch (t) {
-    case symmarFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    case symmarFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-    case symmarInt32: { int32_t i; std::memcpy(&i, p, 4); return i; }
-    case symmarFloat16: { uint16_t h; std::memcpy(&h, p, 2); return symmar::halfToFloat(h); }
-    default: { uint16_t b; std::memcpy(&b, p, 2); return symmar::bf16ToFloat(b); }
+    case symmarFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case symmarFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case symmarInt32: {
+      int32_t i;
+      std::memcpy(&i, p, 4);
+      return i;
+    }
+    case symmarFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return symmar::halfToFloat(h);
+    }
+    default: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      return symmar::bf16ToFloat(b);
+    }
   }
 }
 
 void store(symmarDataType_t t, unsigned char* p, double v) {
   switch (t) {
-    case symmarFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    case symmarFloat64: std::memcpy(p, &v, 8); break;
-    case symmarInt32: { int32_t i = static_cast<int32_t>(v); std::memcpy(p, &i, 4); break; }
-    case symmarFloat16: { uint16_t h = symmar::floatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    default: { uint16_t b = symmar::floatToBf16(static_cast<float>(v)); std::memcpy(p, &b, 2); break; }
+    case symmarFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case symmarFloat64:
+      std::memcpy(p, &v, 8);
+      break;
+    case symmarInt32: {
+      int32_t i = static_cast<int32_t>(v);
+      std::memcpy(p, &i, 4);
+      break;
+    }
+    case symmarFloat16: {
+      uint16_t h = symmar::floatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default: {
+      uint16_t b = symmar::floatToBf16(static_cast<float>(v));
+      std::memcpy(p, &b, 2);
+      break;
+    }
   }
 }
 
@@ -82,7 +120,8 @@ std::vector<double> mpiReference(symmarDataType_t t, symmarRedOp_t op, const std
 /// Stated tolerance of a float sum: the world's inputs are at most 4 in magnitude, so one rounding
 /// of the result per rank (f16/bf16 results are rounded once per host stage and once at the end).
 double tolerance(symmarDataType_t t) {
-  const double eps = t == symmarFloat64 ? 0x1p-52 : (t == symmarFloat32 ? 0x1p-23 : (t == symmarFloat16 ? 0x1p-10 : 0x1p-7));
+  const double eps =
+      t == symmarFloat64 ? 0x1p-52 : (t == symmarFloat32 ? 0x1p-23 : (t == symmarFloat16 ? 0x1p-10 : 0x1p-7));
   return 4.0 * g_world * g_world * eps * 2;
 }
 
@@ -112,8 +151,8 @@ std::string checkCase(symmarComm_t comm, bool flat, symmarDataType_t t, symmarRe
   std::vector<unsigned char> in = input(t, count, g_rank, seed), out(count * es, 0xab);
   const std::vector<double> ref = mpiReference(t, op, in, count);
   std::vector<unsigned char> buf = in;
-  symmarResult_t res = symmarAllReduceAlgo(buf.data(), in_place ? buf.data() : out.data(), count, t, op, algo, comm,
-                                           nullptr);
+  symmarResult_t res =
+      symmarAllReduceAlgo(buf.data(), in_place ? buf.data() : out.data(), count, t, op, algo, comm, nullptr);
   const std::vector<unsigned char>& got = in_place ? buf : out;
   const bool refused = flat && algo != symmarAlgoAuto && algo != symmarAlgoMpi;
   std::string why;
@@ -162,8 +201,10 @@ int sweep(symmarComm_t comm, bool flat) {
                       op == symmarSum ? "sum" : (op == symmarMax ? "max" : "min"), count,
                       in_place ? "in place" : "out of place", why.c_str());
             }
-            if (allAgree(why.empty())) ++passed;
-            else ++failed;
+            if (allAgree(why.empty()))
+              ++passed;
+            else
+              ++failed;
           }
         }
       }
@@ -186,8 +227,8 @@ int fusedNorm(symmarComm_t comm) {
   for (size_t j = 0; j < hidden; ++j) gamma[j] = 0.5f + static_cast<float>(j % 3) * 0.25f;
   std::vector<double> in64(in.begin(), in.end()), sum(n);
   MPI_Allreduce(in64.data(), sum.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  symmarAddRmsNormArgs_t a{in.data(), res_in.data(), res_out.data(), norm.data(), gamma.data(), nullptr, 1.0f, 1e-6f,
-                           tokens, hidden, symmarFloat32};
+  symmarAddRmsNormArgs_t a{in.data(), res_in.data(), res_out.data(), norm.data(), gamma.data(), nullptr,
+                           1.0f,      1e-6f,         tokens,         hidden,      symmarFloat32};
   symmarResult_t res = symmarAllReduceAddRmsNorm(&a, comm, nullptr);
   std::string why = res == symmarSuccess ? "" : std::string("fused call: ") + symmarGetLastError(comm);
   for (size_t t = 0; why.empty() && t < tokens; ++t) {
@@ -283,7 +324,8 @@ int main(int argc, char** argv) {
   }
   int total = 0;
   MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (g_rank == 0) printf("hierarchical world %d as %d host(s) of %d: %s\n", g_world, hosts, local, total ? "FAILED" : "passed");
+  if (g_rank == 0)
+    printf("hierarchical world %d as %d host(s) of %d: %s\n", g_world, hosts, local, total ? "FAILED" : "passed");
   MPI_Finalize();
   return total ? 1 : 0;
 }

@@ -6,14 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
-#include <cstdint>
-#include <algorithm>
 
 #include "core/hash.h"
 #include "host/host_reduce.h"

@@ -2,9 +2,9 @@
 // set of counts, checked against the reference and compared bitwise across ranks.
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <vector>
-#include <cstdint>
 
 #include "mp/mp_util.h"
 #include "symmar/symmar_mpi.h"

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
-#include <cstdint>
 
 #include "e4m3_reference.h"
 #include "host/add_rms_norm.h"

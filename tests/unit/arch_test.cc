@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
-#include <cstdint>
 
 #include "core/error.h"
 #include "core/names.h"

@@ -1,11 +1,11 @@
 // C ABI argument checks: every bad input gets a specific code and a last-error text, never a crash.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "symmar/symmar.h"
 #include "symmar/symmar.hpp"

@@ -2,6 +2,8 @@
 // ranks' records, heap layout bookkeeping, and the error paths on a machine without a driver.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -9,8 +11,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
-#include <cstdio>
 
 #include "bootstrap/bootstrap.h"
 #include "core/schedule.h"

@@ -109,8 +109,8 @@ std::vector<std::vector<float>> combineOnThreads(int hosts, size_t count, std::v
         float* dst = static_cast<float*>(p.dst);
         for (size_t i = 0; i < p.count; ++i) dst[i] = (h + 1) * float((p.begin + i) % 7) - 3.25f * h;
       }
-      (*results)[static_cast<size_t>(h)] =
-          ih.combine(out[static_cast<size_t>(h)].data(), nullptr, count, symmarFloat32, symmarSum, h == odd_sig_host ? 2 : 1);
+      (*results)[static_cast<size_t>(h)] = ih.combine(out[static_cast<size_t>(h)].data(), nullptr, count, symmarFloat32,
+                                                      symmarSum, h == odd_sig_host ? 2 : 1);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -182,7 +182,8 @@ TEST(TablesByHosts, ResolveFallsBackToTheTwoHostRowsThenToTheEmptyRow) {
 TEST(TablesByHosts, TableFilesTakeAnOptionalHostsKey) {
   Tables t;
   ASSERT_EQ(t.loadJson(R"({"rows": [{"arch": "host", "link": "host", "world": [2, 3], "hosts": 3,
-                          "algos": [{"algo": "twoshot", "max_bytes": "unbounded"}]}]})", "test"),
+                          "algos": [{"algo": "twoshot", "max_bytes": "unbounded"}]}]})",
+                       "test"),
             symmarSuccess);
   ASSERT_NE(t.find(kArchHost, symmarLinkHostMemory, 3, 3), nullptr);
   EXPECT_EQ(t.find(kArchHost, symmarLinkHostMemory, 3), nullptr);

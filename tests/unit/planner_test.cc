@@ -3,10 +3,10 @@
 // no edit here; rows may be sparse, and the chain must serve every key anyway.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 #include <vector>
-#include <cstdint>
 
 #include "core/names.h"
 #include "plan/arch.h"

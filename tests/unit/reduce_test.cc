@@ -1,11 +1,11 @@
 // Host reduction: fp16/bf16 conversions and N-way reductions against a float64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
-#include <cstdint>
-#include <algorithm>
 
 #include "host/host_reduce.h"
 

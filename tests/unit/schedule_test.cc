@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <vector>
 #include <cstdint>
+#include <vector>
 
 #include "core/schedule.h"
 

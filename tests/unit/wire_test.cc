@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 #include "symmar/symmar.h"
 
