@@ -63,8 +63,8 @@ const EnvVarInfo kRegistry[] = {
      "ends and waits on the device before its first read of input.",
      kInteger, 1, 0, 1},
     {"SYMMAR_HOST_ID", "any text", "(hostname and boot id)",
-     "Which host this rank counts as: ranks share memory only with ranks of the same host id (set per rank to "
-     "test several hosts on one machine).",
+     "Which host this rank counts as: ranks share memory only with ranks of the same host id, and a comm spanning "
+     "several ids runs hierarchically (set per rank to test several hosts on one machine: scripts/sim-hosts.sh).",
      kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
      "First barrier epoch of new comms (rank 0's value); set near 4294967295 to exercise epoch wrap (testing).",
