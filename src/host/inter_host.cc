@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.h"
 #include "host/host_reduce.h"
@@ -19,6 +20,14 @@ InterHost::InterHost(const InterHostCarrier& carrier, int hosts, int host, int t
 
 InterHost::~InterHost() {
   if (carrier_.release) carrier_.release(carrier_.user);
+  if (abandoned_) {
+    // An engine that gave up on an exchange may still move its records (a receive matched before
+    // it could be cancelled, a send that completes later): the buffers stay until the process ends.
+    static std::mutex mutex;
+    static auto* kept = new std::vector<std::vector<unsigned char>>;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (std::vector<unsigned char>* b : {&send_, &recv_, &reduced_}) kept->push_back(std::move(*b));
+  }
 }
 
 InterHost::Round InterHost::layout(size_t span, size_t elem) const {
@@ -54,6 +63,7 @@ symmarResult_t InterHost::exchange(const std::vector<const void*>& send, size_t 
   clearThreadLastError();  // so only the engine's own report (if any) is quoted below
   const symmarResult_t res = carrier_.fn(send.data(), recv_.data(), record, timeout_ms_, carrier_.user);
   if (res != symmarSuccess) {
+    abandoned_ = true;
     // A timeout and a mismatch keep their codes; any other engine failure is a lost peer to the comm.
     const symmarResult_t code = res == symmarTimeout || res == symmarInvalidUsage ? res : symmarPeerFailure;
     const std::string said = threadLastError();

@@ -69,6 +69,7 @@ class InterHost {
   const int host_;
   const int timeout_ms_;
   uint64_t seq_ = 0;  // rounds exchanged: every host counts the same
+  bool abandoned_ = false;  // an exchange failed: the engine may still touch the buffers
   bool two_rounds_ = false;
   size_t span_ = 0;  // elements per piece of the current call
   std::vector<Piece> pieces_;
