@@ -204,3 +204,24 @@ TEST(CApi, CppWrapperThrowsWithTheLastError) {
   EXPECT_NE(p, nullptr);
   comms[0].memFree(p);
 }
+
+// On one host: the layout says so, and an inter-host engine is refused with the reason (no
+// collective step is taken for what every rank sees alike).
+TEST(CApi, HostLayoutOfASingleHostCommAndNoInterHostEngine) {
+  symmarComm_t comm = hostComm();
+  int hosts = 0, host = -1, local_rank = -1, local_size = 0;
+  ASSERT_EQ(symmarCommHostLayout(comm, &hosts, &host, &local_rank, &local_size), symmarSuccess);
+  EXPECT_EQ(hosts, 1);
+  EXPECT_EQ(host, 0);
+  EXPECT_EQ(local_rank, 0);
+  EXPECT_EQ(local_size, 1);
+  EXPECT_EQ(symmarCommHostLayout(comm, nullptr, nullptr, nullptr, nullptr), symmarSuccess) << "every pointer optional";
+  auto never = [](const void* const*, void*, size_t, int, void*) { return symmarSuccess; };
+  EXPECT_EQ(symmarCommSetInterHost(comm, never, nullptr, nullptr, "test"), symmarUnsupported);
+  EXPECT_NE(lastError(comm).find("one host"), std::string::npos) << lastError(comm);
+  char text[1024];
+  ASSERT_EQ(symmarCommDescribe(comm, text, sizeof(text)), symmarSuccess);
+  EXPECT_EQ(std::string(text).find("hosts"), std::string::npos) << "nothing about hosts on one host: " << text;
+  EXPECT_EQ(symmarCommDestroy(comm), symmarSuccess);
+  EXPECT_EQ(symmarCommHostLayout(nullptr, &hosts, nullptr, nullptr, nullptr), symmarInvalidArgument);
+}
