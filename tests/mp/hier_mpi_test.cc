@@ -26,63 +26,7 @@ namespace {
 
 int g_rank = 0, g_world = 0;
 
-double valueOf(symmarDataType_t t, const unsigned char* p) {
-  switch (t) {
-    case symmarFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case symmarFloat64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case symmarInt32: {
-      int32_t i;
-      std::memcpy(&i, p, 4);
-      return i;
-    }
-    case symmarFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return symmar::halfToFloat(h);
-    }
-    default: {
-      uint16_t b;
-      std::memcpy(&b, p, 2);
-      return symmar::bf16ToFloat(b);
-    }
-  }
-}
-
-void store(symmarDataType_t t, unsigned char* p, double v) {
-  switch (t) {
-    case symmarFloat32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case symmarFloat64:
-      std::memcpy(p, &v, 8);
-      break;
-    case symmarInt32: {
-      int32_t i = static_cast<int32_t>(v);
-      std::memcpy(p, &i, 4);
-      break;
-    }
-    case symmarFloat16: {
-      uint16_t h = symmar::floatToHalf(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    default: {
-      uint16_t b = symmar::floatToBf16(static_cast<float>(v));
-      std::memcpy(p, &b, 2);
-      break;
-    }
-  }
-}
+double valueOf(symmarDataType_t t, const unsigned char* p) { return symmar::loadElement(p, t, 0); }
 
 /// Fractional values (sums round differently in another order) for floats, mixed signs for int32.
 std::vector<unsigned char> input(symmarDataType_t t, size_t count, int rank, uint32_t seed) {
@@ -93,7 +37,7 @@ std::vector<unsigned char> input(symmarDataType_t t, size_t count, int rank, uin
     x = x * 1664525u + 1013904223u;
     const double v = t == symmarInt32 ? static_cast<double>(static_cast<int32_t>(x >> 8) % 100000)
                                       : (static_cast<double>(x >> 9) / (1 << 23) - 0.5) * 8.0;
-    store(t, &buf[i * es], v);
+    symmar::storeElement(buf.data(), t, i, v);
   }
   return buf;
 }
