@@ -83,7 +83,8 @@ AddRmsNormCall toCall(const symmarAddRmsNormArgs_t& a) {
 /// here, row by row. Host memory only.
 symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn) {
   if (comm->settings.device >= 0) {
-    return fail(symmarUnsupported, "%s: this GPU comm has no fused form (link %s)", fn, linkName(comm->topo.link));
+    return fail(symmarUnsupported, "%s: this GPU comm has no fused form (%s): call the allreduce, then the norm", fn,
+                comm->placement.hosts > 1 ? "its ranks span hosts" : linkName(comm->topo.link));
   }
   const size_t n = c.tokens * c.hidden;
   std::vector<char> sum_bits(n * symmarTypeSize(c.dtype));
