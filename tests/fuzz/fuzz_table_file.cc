@@ -1,10 +1,10 @@
 // Fuzzes the JSON table-file parser, Tables::loadJson (src/plan/table_file.cc): the input is the file's text, loaded
 // into a copy of the built-in tables as SYMMAR_TABLE_FILE or config.table_file would be. Checks:
 //  - a refused file leaves the tables exactly as they were and the thread's last error names the origin;
-//  - an accepted file leaves only rows the planner can use: world 2..8, at most kMaxTableEntries entries with
+//  - an accepted file leaves only rows the planner can use: world 2..8, hosts 1..8, at most kMaxTableEntries entries with
 //    positive, strictly increasing thresholds and a concrete algorithm, arch "host" exactly with link "host";
-//  - every "world" number in an accepted file is itself in 2..8 (read independently of the parser, as int64), so no
-//    out-of-range number is narrowed into range;
+//  - every "world" number in an accepted file is itself in 2..8, and every "hosts" number in 1..8 (read independently
+//    of the parser, as int64), so no out-of-range number is narrowed into range;
 //  - resolve() never returns nullptr: for fixed lookups, including worlds and capabilities no row names, and for
 //    every row's own key, where the exact row must be served (the first step of the documented lookup chain).
 // A broken check aborts, which libFuzzer reports as a crash and saves the input.
@@ -26,7 +26,10 @@ namespace {
 constexpr const char* kOrigin = "fuzz-input.json";
 
 bool sameRow(const symmar::TableRow& a, const symmar::TableRow& b) {
-  if (a.arch != b.arch || a.link != b.link || a.world != b.world || a.num_entries != b.num_entries) return false;
+  if (a.arch != b.arch || a.link != b.link || a.world != b.world || a.hosts != b.hosts ||
+      a.num_entries != b.num_entries) {
+    return false;
+  }
   for (int i = 0; i < a.num_entries; ++i) {
     if (a.entries[i].algo != b.entries[i].algo || a.entries[i].max_bytes != b.entries[i].max_bytes) return false;
   }
@@ -35,6 +38,7 @@ bool sameRow(const symmar::TableRow& a, const symmar::TableRow& b) {
 
 void checkRow(const symmar::TableRow& row) {
   FUZZ_CHECK(row.world >= symmar::kMinTableWorld && row.world <= symmar::kMaxTableWorld);
+  FUZZ_CHECK(row.hosts >= 1 && row.hosts <= symmar::kMaxTableHosts);
   FUZZ_CHECK(row.num_entries >= 0 && row.num_entries <= symmar::kMaxTableEntries);
   FUZZ_CHECK((row.arch == symmar::kArchHost) == (row.link == symmarLinkHostMemory));
   FUZZ_CHECK(row.arch == symmar::kArchDefault || row.arch == symmar::kArchHost ||
@@ -53,9 +57,12 @@ void checkFixedLookups(const symmar::Tables& t) {
   static const symmarLink_t kLinks[] = {symmarLinkUnknown, symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie,
                                         symmarLinkHostMemory};
   static const int kWorlds[] = {-1, 1, 2, 5, 9, 1 << 30};
+  static const int kHosts[] = {-1, 1, 2, 3, 9, 1 << 30};
   for (const auto& cc : kCaps) {
     for (symmarLink_t link : kLinks) {
-      for (int world : kWorlds) FUZZ_CHECK(t.resolve(cc[0], cc[1], link, world) != nullptr);
+      for (int world : kWorlds) {
+        for (int hosts : kHosts) FUZZ_CHECK(t.resolve(cc[0], cc[1], link, world, hosts) != nullptr);
+      }
     }
   }
 }
@@ -65,9 +72,9 @@ void checkOwnKeys(const symmar::Tables& t) {
   for (const symmar::TableRow& row : t.rows()) {
     const symmar::TableRow* got = nullptr;
     if (row.arch == symmar::kArchHost) {
-      got = t.resolve(0, 0, symmarLinkHostMemory, row.world);
+      got = t.resolve(0, 0, symmarLinkHostMemory, row.world, row.hosts);
     } else if (row.arch != symmar::kArchDefault) {
-      got = t.resolve(row.arch / 10, row.arch % 10, row.link, row.world);
+      got = t.resolve(row.arch / 10, row.arch % 10, row.link, row.world, row.hosts);
     } else {
       continue;  // default rows serve capabilities without rows; checkFixedLookups covers them
     }
@@ -89,6 +96,12 @@ void checkWorldsInFile(const std::string& text) {
       FUZZ_CHECK(!x.is_number_unsigned() || x.get<uint64_t>() <= static_cast<uint64_t>(symmar::kMaxTableWorld));
       const int64_t v = x.get<int64_t>();
       FUZZ_CHECK(v >= symmar::kMinTableWorld && v <= symmar::kMaxTableWorld);
+    }
+    if (row.contains("hosts")) {
+      const nlohmann::json& h = row["hosts"];
+      FUZZ_CHECK(h.is_number_integer());
+      FUZZ_CHECK(!h.is_number_unsigned() || h.get<uint64_t>() <= static_cast<uint64_t>(symmar::kMaxTableHosts));
+      FUZZ_CHECK(h.get<int64_t>() >= 1 && h.get<int64_t>() <= symmar::kMaxTableHosts);
     }
   }
 }
