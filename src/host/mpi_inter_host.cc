@@ -18,64 +18,77 @@ struct InterHostState {
   MPI_Comm comm = MPI_COMM_NULL;  // the ranks with this rank's local index, ranked by host
   int hosts = 0;
   int host = 0;
-  std::vector<MPI_Request> requests;
-  std::vector<MPI_Status> statuses;
+  std::vector<MPI_Request> sends;
+  std::vector<char> received;              // per host: its record is in place
+  std::vector<unsigned char> wrong_length;  // where a record of another length lands (then refused)
 };
 
-/// Abandons what is still pending after a timeout: receives are cancelled, sends left to finish
-/// (or not) in the background. The comm is failed from here on, so nothing reuses the buffers.
-void abandon(std::vector<MPI_Request>& requests) {
-  for (MPI_Request& r : requests) {
-    if (r == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
+/// Takes host h's record if it has arrived: into place when it has this rank's length, else into
+/// scratch (it is still taken whole, so its sender completes and finds the mismatch too instead of
+/// waiting out its timeout); *mismatch is then set.
+int takeRecord(InterHostState* st, int h, char* dst, int n, bool* mismatch) {
+  int flag = 0;
+  MPI_Message msg;
+  MPI_Status status;
+  int rc = MPI_Improbe(h, kTag, st->comm, &flag, &msg, &status);
+  if (rc != MPI_SUCCESS || !flag) return rc;
+  int got = 0;
+  MPI_Get_count(&status, MPI_BYTE, &got);
+  if (got != n) {
+    *mismatch = true;
+    st->wrong_length.resize(static_cast<size_t>(got > 0 ? got : 1));
+    dst = reinterpret_cast<char*>(st->wrong_length.data());
   }
+  rc = MPI_Mrecv(dst, got, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+  if (rc == MPI_SUCCESS) st->received[static_cast<size_t>(h)] = 1;
+  return rc;
 }
 
-// Every host sends its record for each other host and receives theirs: hosts - 1 of each, all
-// posted at once, then polled until done or timeout_ms passed (MPI has no timed wait; a blocking
-// collective would hang forever on a host that never arrives).
+// Every host sends its record for each other host (posted at once) and takes theirs as they come,
+// until all is done or timeout_ms passed (MPI has no timed wait; a blocking collective would hang
+// forever on a host that never arrives). A host that made another call is found on both sides: a
+// record of another length is still taken whole, and refused after the exchange.
 symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int timeout_ms, void* user) {
   InterHostState* st = static_cast<InterHostState*>(user);
   if (bytes > static_cast<size_t>(INT32_MAX)) return mpiFailure(symmarInvalidArgument, "inter-host record over 2 GiB");
   const int n = static_cast<int>(bytes);
   char* out = static_cast<char*>(recv);
   std::memcpy(out + static_cast<size_t>(st->host) * bytes, send[st->host], bytes);
-  st->requests.clear();
+  st->sends.clear();
+  st->received.assign(static_cast<size_t>(st->hosts), 0);
+  st->received[static_cast<size_t>(st->host)] = 1;
   for (int h = 0; h < st->hosts; ++h) {
     if (h == st->host) continue;
     MPI_Request r;
-    int rc = MPI_Irecv(out + static_cast<size_t>(h) * bytes, n, MPI_BYTE, h, kTag, st->comm, &r);
-    if (rc == MPI_SUCCESS) st->requests.push_back(r);
-    if (rc == MPI_SUCCESS) rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &r);
-    if (rc != MPI_SUCCESS) {
-      abandon(st->requests);
-      return mpiFailure(symmarSystemError, "posting the exchange failed", rc);
-    }
-    st->requests.push_back(r);
+    const int rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &r);
+    if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "posting the exchange failed", rc);
+    st->sends.push_back(r);
   }
-  st->statuses.resize(st->requests.size());
+  bool mismatch = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (unsigned polls = 0;; ++polls) {
-    int done = 0;
-    const int rc = MPI_Testall(static_cast<int>(st->requests.size()), st->requests.data(), &done, st->statuses.data());
-    if (rc != MPI_SUCCESS) {
-      // A record of another size than this rank's (MPI_ERR_TRUNCATE): that host made another call.
-      abandon(st->requests);
-      return mpiFailure(symmarInvalidUsage, "a host sent a record of another size (another call)", rc);
+    int left = 0;
+    for (int h = 0; h < st->hosts; ++h) {
+      if (st->received[static_cast<size_t>(h)]) continue;
+      const int rc = takeRecord(st, h, out + static_cast<size_t>(h) * bytes, n, &mismatch);
+      if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "receiving a record failed", rc);
+      left += !st->received[static_cast<size_t>(h)];
     }
-    if (done) break;
+    int sent = 0;
+    const int rc = MPI_Testall(static_cast<int>(st->sends.size()), st->sends.data(), &sent, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "sending a record failed", rc);
+    if (sent && left == 0) break;
     if ((polls & 255) == 255 && std::chrono::steady_clock::now() >= deadline) {
-      abandon(st->requests);
+      // Sends still pending finish (or not) in the background: the comm is failed from here on,
+      // and InterHost keeps the records alive.
+      for (MPI_Request& r : st->sends) {
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+      }
       return mpiFailure(symmarTimeout, "a rank on another host did not take part within the timeout");
     }
     if (polls > 1000) sched_yield();  // oversubscribed hosts: let the peer run
   }
-  for (size_t i = 0; i < st->statuses.size(); i += 2) {  // receives are the even requests
-    int got = 0;
-    MPI_Get_count(&st->statuses[i], MPI_BYTE, &got);
-    if (got != n) return mpiFailure(symmarInvalidUsage, "a host sent a shorter record (another call)");
-  }
+  if (mismatch) return mpiFailure(symmarInvalidUsage, "a host sent a record of another length (another call)");
   return symmarSuccess;
 }
 

@@ -196,6 +196,40 @@ int fusedNorm(symmarComm_t comm) {
   return allAgree(why.empty()) ? 0 : 1;
 }
 
+/// The hosts make different calls while the ranks of each host agree (so only the inter-host stage
+/// can tell): another count (records of another length), or the same count with another op (records
+/// of the same length, another signature), each in both inter-host forms. No rank may succeed, and
+/// every rank must return within the timeout (most at once; a rank whose partner on the other host
+/// left early, on its own host's failure, waits out its timeout: no notice crosses hosts).
+int crossHostMismatch(const symmarConfig_t& base, int local) {
+  int bad = 0;
+  const int host = g_rank / local;
+  for (size_t count : {size_t(1000), size_t(200000)}) {  // 4 KB: one round; 800 KB: two rounds
+    for (bool other_op : {false, true}) {
+      symmarConfig_t cfg = base;
+      cfg.timeout_ms = 3000;
+      symmarComm_t comm = nullptr;
+      if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) return 1;
+      std::vector<float> buf(count + 1, 1.0f);
+      const size_t n = host == 1 && !other_op ? count + 1 : count;
+      const symmarRedOp_t op = host == 1 && other_op ? symmarMax : symmarSum;
+      const auto t0 = std::chrono::steady_clock::now();
+      symmarResult_t res = symmarAllReduceAlgo(buf.data(), buf.data(), n, symmarFloat32, op, symmarAlgoTwoShot, comm,
+                                               nullptr);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const bool ok = res != symmarSuccess && s < 1.5 * cfg.timeout_ms / 1000;
+      if (!ok) {
+        fprintf(stderr, "rank %d: hosts calling with another %s (count %zu) returned %s after %.2f s\n", g_rank,
+                other_op ? "op" : "count", count, symmarGetErrorString(res), s);
+      }
+      symmarCommDestroy(comm);
+      bad += allAgree(ok) ? 0 : 1;
+    }
+  }
+  if (g_rank == 0) printf("hosts making different calls: %s\n", bad ? "FAILED" : "no rank succeeded");
+  return bad;
+}
+
 /// The last rank arrives after the timeout; every rank must fail the call within a bound.
 int lateRank(const symmarConfig_t& base) {
   symmarConfig_t cfg = base;
@@ -264,6 +298,7 @@ int main(int argc, char** argv) {
     failed += sweep(comm, !uniform);
     failed += fusedNorm(comm);
     symmarCommDestroy(comm);
+    if (uniform) failed += crossHostMismatch(cfg, local);
     if (uniform) failed += lateRank(cfg);
   }
   int total = 0;
