@@ -23,6 +23,9 @@ class HierarchicalCudaBackend : public Backend {
     host_ctx_.nranks = placement_.local_size;
     host_ctx_.bootstrap = host_bootstrap_.get();
     host_ = std::make_unique<CudaBackend>(host_ctx_);
+    inter_ctx_ = ctx_;
+    inter_ctx_.rank = placement_.host;
+    inter_ctx_.nranks = placement_.hosts;
     SYMMAR_CHECK(host_->init(facts));
     // The comm's own NCCL communicator (the nccl algorithm), then the inter-host one split from it:
     // color = local index, ranked by host, so rank h of it is this local index's rank on host h.
@@ -45,10 +48,7 @@ class HierarchicalCudaBackend : public Backend {
     if (count == 0) return symmarSuccess;
     // Stream order puts the host's sum in recv before NCCL reads it; every local rank holds the
     // same bits, and the two hosts' partials add the same way on every local index.
-    BackendContext inter = ctx_;
-    inter.rank = placement_.host;
-    inter.nranks = placement_.hosts;
-    return inter_nccl_.allReduce(inter, recv, recv, count, dtype, op, s);
+    return inter_nccl_.allReduce(inter_ctx_, recv, recv, count, dtype, op, s);
   }
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&, symmarAlgo_t, void*) override {
     return fail(symmarUnsupported, "no fused form across hosts: the norm needs every host's sum");
@@ -71,6 +71,7 @@ class HierarchicalCudaBackend : public Backend {
   const HostPlacement placement_;
   std::unique_ptr<Bootstrap> host_bootstrap_;
   BackendContext host_ctx_;
+  BackendContext inter_ctx_;  // this rank's place among the hosts (the split communicator's)
   std::unique_ptr<CudaBackend> host_;
   NcclFallback comm_nccl_;
   NcclFallback inter_nccl_;

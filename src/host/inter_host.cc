@@ -30,11 +30,8 @@ InterHost::~InterHost() {
   }
 }
 
-InterHost::Round InterHost::layout(size_t span, size_t elem) const {
-  Round r;
-  r.span = span;
-  r.record = sizeof(Header) + ((span * elem + 15) & ~size_t{15});
-  return r;
+size_t InterHost::recordBytes(size_t span, size_t elem) {
+  return sizeof(Header) + ((span * elem + 15) & ~size_t{15});
 }
 
 const std::vector<InterHost::Piece>& InterHost::pieces(size_t count, symmarDataType_t dtype) {
@@ -42,12 +39,12 @@ const std::vector<InterHost::Piece>& InterHost::pieces(size_t count, symmarDataT
   two_rounds_ = count * elem > kOneRoundMaxBytes;
   const size_t n = two_rounds_ ? static_cast<size_t>(hosts_) : 1;
   span_ = two_rounds_ ? (count + n - 1) / n : count;
-  const Round r = layout(span_, elem);
-  if (send_.size() < r.record * n) send_.resize(r.record * n);
+  const size_t record = recordBytes(span_, elem);
+  if (send_.size() < record * n) send_.resize(record * n);
   pieces_.clear();
   for (size_t i = 0; i < n; ++i) {
     const size_t begin = std::min(count, i * span_);
-    pieces_.push_back({begin, std::min(count - begin, span_), send_.data() + i * r.record + sizeof(Header)});
+    pieces_.push_back({begin, std::min(count - begin, span_), send_.data() + i * record + sizeof(Header)});
   }
   return pieces_;
 }
@@ -86,14 +83,14 @@ symmarResult_t InterHost::exchange(const std::vector<const void*>& send, size_t 
 symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                                   uint64_t sig) {
   const size_t elem = symmarTypeSize(dtype);
-  const Round r = layout(span_, elem);
-  auto data = [&](size_t h) { return recv_.data() + h * r.record + sizeof(Header); };
+  const size_t record = recordBytes(span_, elem);
+  auto data = [&](size_t h) { return recv_.data() + h * record + sizeof(Header); };
   ++seq_;
   if (!two_rounds_) {  // every host's whole partial to every host; each reduces them all
     writeHeader(send_.data(), sig, count * elem);
     std::fill(sends_.begin(), sends_.end(), send_.data());
     std::fill(expected_.begin(), expected_.end(), count * elem);
-    SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
+    SYMMAR_CHECK(exchange(sends_, record, sig, expected_));
     for (size_t h = 0; h < srcs_.size(); ++h) srcs_[h] = data(h);
     if (count) reduceRanks(dst, dst2, srcs_.data(), hosts_, count, dtype, op);
     return symmarSuccess;
@@ -101,13 +98,13 @@ symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDat
   // Reduce-scatter: piece h of every partial goes to host h, which reduces it in host order.
   const Piece& mine = pieces_[static_cast<size_t>(host_)];
   for (size_t h = 0; h < pieces_.size(); ++h) {
-    unsigned char* rec = send_.data() + h * r.record;
+    unsigned char* rec = send_.data() + h * record;
     writeHeader(rec, sig, pieces_[h].count * elem);
     sends_[h] = rec;
   }
   std::fill(expected_.begin(), expected_.end(), mine.count * elem);
-  SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
-  if (reduced_.size() < r.record) reduced_.resize(r.record);
+  SYMMAR_CHECK(exchange(sends_, record, sig, expected_));
+  if (reduced_.size() < record) reduced_.resize(record);
   for (size_t h = 0; h < srcs_.size(); ++h) srcs_[h] = data(h);
   if (mine.count) reduceRanks(reduced_.data() + sizeof(Header), nullptr, srcs_.data(), hosts_, mine.count, dtype, op);
   // All-gather of the reduced pieces.
@@ -115,7 +112,7 @@ symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDat
   writeHeader(reduced_.data(), sig, mine.count * elem);
   std::fill(sends_.begin(), sends_.end(), reduced_.data());
   for (size_t h = 0; h < pieces_.size(); ++h) expected_[h] = pieces_[h].count * elem;
-  SYMMAR_CHECK(exchange(sends_, r.record, sig, expected_));
+  SYMMAR_CHECK(exchange(sends_, record, sig, expected_));
   for (size_t h = 0; h < pieces_.size(); ++h) {
     const size_t bytes = pieces_[h].count * elem;
     if (!bytes) continue;

@@ -52,12 +52,8 @@ class InterHost {
     uint64_t bytes;  // the record's data bytes
     uint64_t pad;    // keeps the data 16-byte aligned in every record
   };
-  /// Layout of one round: records of `record` bytes, each a header and up to `span` elements.
-  struct Round {
-    size_t span = 0;
-    size_t record = 0;
-  };
-  Round layout(size_t span, size_t elem) const;
+  /// Bytes of one record of a round: a header and up to span elements, padded to 16 bytes.
+  static size_t recordBytes(size_t span, size_t elem);
   /// One exchange: send[h] to host h, host h's record for this rank into recv_; checks every
   /// record's header (data bytes expected[h]).
   symmarResult_t exchange(const std::vector<const void*>& send, size_t record, uint64_t sig,
