@@ -1,5 +1,6 @@
 # CUDA backend: kernels for every architecture in CMAKE_CUDA_ARCHITECTURES, compiled with warnings
-# as errors and a hard failure on register spills. The runtime is linked statically and the driver
+# as errors and a hard failure on register spills or any other local memory (a kernel's stack frame
+# must be 0 bytes: parameters are __grid_constant__, arrays indexed by constants only). The runtime is linked statically and the driver
 # is reached through cudaGetDriverEntryPointByVersion, so nothing links libcuda.
 if(SYMMAR_WITH_CUDA)
   include(CheckLanguage)
@@ -11,7 +12,7 @@ if(SYMMAR_WITH_CUDA)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(SYMMAR_CUDA_FLAGS
         --Werror all-warnings
-        -Xptxas=--warn-on-spills,--warning-as-error
+        -Xptxas=--warn-on-spills,--warn-on-local-memory-usage,--warning-as-error
         -Xcompiler=-Wall,-Wextra
         --expt-relaxed-constexpr)
   else()

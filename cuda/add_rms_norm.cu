@@ -77,15 +77,16 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
 }
 
 template <typename T, bool TwoShot>
-__global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(KernelArgs a) {
+__global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
   SYMMAR_BLOCK_SHARED(NormShared, ns);
   uint32_t epoch;
-  if (!blockBegin(a, &ns.sh, &epoch)) return;
+  if (!blockBegin<T>(a, &ns.sh, &epoch)) return;
   const size_t h = a.hidden;
   const size_t row_bytes = h * sizeof(Bits);
   const size_t half = sched::stagingHalfBytes(a.staging_bytes);
-  const size_t out_row_bytes = 2 * row_bytes + (a.fp8_out ? h : 0);
+  const size_t part_bytes = fusedPartBytes(row_bytes);  // published parts start at 16-byte boundaries
+  const size_t out_row_bytes = fusedPublishedRowBytes(row_bytes, h, a.fp8_out != nullptr);
   const size_t per_chunk = half / (TwoShot ? out_row_bytes : row_bytes);  // > 0: checked by the host
   const size_t tokens = a.count / h;
   const Bits* input = static_cast<const Bits*>(a.send);
@@ -116,8 +117,8 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(KernelArgs a) {
         const Bits* norm = static_cast<const Bits*>(a.norm_out) + (r0 + r) * h;
         for (size_t i = threadIdx.x; i < h; i += kThreads) {
           reinterpret_cast<Bits*>(pub)[i] = res[i];
-          reinterpret_cast<Bits*>(pub + row_bytes)[i] = norm[i];
-          if (a.fp8_out) reinterpret_cast<unsigned char*>(pub + 2 * row_bytes)[i] = a.fp8_out[(r0 + r) * h + i];
+          reinterpret_cast<Bits*>(pub + part_bytes)[i] = norm[i];
+          if (a.fp8_out) reinterpret_cast<unsigned char*>(pub + 2 * part_bytes)[i] = a.fp8_out[(r0 + r) * h + i];
         }
       }
     }
@@ -133,8 +134,8 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(KernelArgs a) {
         Bits* norm = static_cast<Bits*>(a.norm_out) + (r0 + r) * h;
         for (size_t i = threadIdx.x; i < h; i += kThreads) {
           res[i] = reinterpret_cast<const Bits*>(pub)[i];
-          norm[i] = reinterpret_cast<const Bits*>(pub + row_bytes)[i];
-          if (a.fp8_out) a.fp8_out[(r0 + r) * h + i] = reinterpret_cast<const unsigned char*>(pub + 2 * row_bytes)[i];
+          norm[i] = reinterpret_cast<const Bits*>(pub + part_bytes)[i];
+          if (a.fp8_out) a.fp8_out[(r0 + r) * h + i] = reinterpret_cast<const unsigned char*>(pub + 2 * part_bytes)[i];
         }
       }
     }

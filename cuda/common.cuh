@@ -46,11 +46,13 @@ __device__ __forceinline__ uint32_t* flagIn(char* pad, int from, int block, int 
   return reinterpret_cast<uint32_t*>(pad + padFlagOffset(from, block, slot));
 }
 
-// Kept out of line: the failure path must not cost the hot loops registers.
+/// Kernel parameters stay in the constant bank: functions that take them by reference read them
+/// there instead of every thread copying KernelArgs to local memory at entry (a stack frame the
+/// build checks is 0 bytes). The emulator passes them by value.
 #if defined(__CUDACC__)
-#define SYMMAR_NOINLINE __noinline__
+#define SYMMAR_GRID_CONSTANT __grid_constant__
 #else
-#define SYMMAR_NOINLINE __attribute__((noinline))
+#define SYMMAR_GRID_CONSTANT
 #endif
 
 __device__ __forceinline__ uint32_t* failedWord(char* pad, int from) {
@@ -64,8 +66,10 @@ __device__ __forceinline__ void markAbort(BlockShared* sh) { atomicExch(&sh->abo
 /// into every pad (its own included). Both are sticky: every later kernel of this rank, and of every
 /// peer, exits at entry; a peer spinning on this rank sees the word in its own pad and gives up.
 /// The first failure of the comm claims the status words, so they describe one failure (several
-/// threads of several blocks may give up at once).
-inline __device__ SYMMAR_NOINLINE void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
+/// threads of several blocks may give up at once). Inlined like everything else: a call would make
+/// the values live across it go to the stack (the ABI's caller-saved registers), which the build
+/// forbids (no spills, no stack frame).
+__device__ __forceinline__ void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
   if (atomicCAS(&a.state->reported, 0u, 1u) == 0u) {
     ptx::st_status(a.status + 1, peer);
     ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
@@ -94,7 +98,7 @@ __device__ __forceinline__ bool boundedSpin(const KernelArgs& a, int peer, Ready
         reportFailure(a, peer, symmarTimeout, kReasonTimeout);
         return false;
       }
-      if ((n & 8191u) == 0 && ptx::ld_status(a.status) != 0) return false;
+      if ((n & 8191u) == 0 && ptx::ld_volatile_u32(&a.state->reported) != 0) return false;
     }
   }
 }
@@ -105,15 +109,18 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
 }
 
 /// Entry of every kernel, after the grid dependency (programmatic dependent launch: the kernel
-/// that produced the input has finished). A comm that failed before (this rank's status, or a
-/// failed word a peer pushed into this rank's pad) makes the block exit here, before it touches a
-/// flag or the user's buffers: a graph replay or a call queued before the host noticed never pairs
-/// with abandoned data. True when the block may go on; ends with a block barrier.
-inline __device__ SYMMAR_NOINLINE bool entryCheck(const KernelArgs& a, BlockShared* sh) {
+/// that produced the input has finished). A comm that failed before (this rank's own record of a
+/// failure, in device memory: no round trip to the host-mapped status words, or a failed word a
+/// peer pushed into this rank's pad) makes the block exit here, before it touches a flag or a
+/// peer's memory: a graph replay or a call queued before the host noticed never pairs with
+/// abandoned data. True when the block may go on; ends with a block barrier. A kernel that gets
+/// false writes NaN over its outputs (poisonOutputs), so that a replayed graph shows the failure
+/// in its results instead of leaving the last good ones in place.
+__device__ __forceinline__ bool entryCheck(const KernelArgs& a, BlockShared* sh) {
   ptx::griddep_wait();
   const int t = threadIdx.x;
   if (t == 0) {
-    sh->failed_before = ptx::ld_status(a.status) != 0;
+    sh->failed_before = ptx::ld_volatile_u32(&a.state->reported) != 0;
     sh->abort = 0;
   }
   __syncthreads();
@@ -128,11 +135,35 @@ inline __device__ SYMMAR_NOINLINE bool entryCheck(const KernelArgs& a, BlockShar
   return ok;
 }
 
-/// Start of every barrier kernel: the entry check, then loads this block's epoch and waits until
-/// every peer finished its previous call (its done flag, pushed here: a local read that has almost
-/// always arrived), so nothing this call writes is still being read. False when the block must exit.
+/// This block's share of [0, n) elements of `out`, overwritten with `bits` (a grid-stride loop: the
+/// blocks together cover every element). Local writes only: pairs with no peer.
+template <typename Bits>
+__device__ __forceinline__ void fillElements(void* out, size_t n, Bits bits) {
+  if (!out) return;
+  Bits* p = static_cast<Bits*>(out);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = bits;
+}
+
+/// The outputs of a call on a failed comm: NaN in recv (and, for the fused call, in the norm and
+/// FP8 outputs; 0x7f is E4M3's NaN).
+template <typename T>
+__device__ __forceinline__ void poisonOutputs(const KernelArgs& a) {
+  fillElements<typename T::Bits>(a.recv, a.count, T::kNaN);
+  fillElements<typename T::Bits>(a.norm_out, a.count, T::kNaN);
+  fillElements<unsigned char>(a.fp8_out, a.count, 0x7f);
+}
+
+/// Start of every barrier kernel: the entry check (on a failed comm: NaN outputs), then loads this
+/// block's epoch and waits until every peer finished its previous call (its done flag, pushed here:
+/// a local read that has almost always arrived), so nothing this call writes is still being read.
+/// False when the block must exit.
+template <typename T>
 __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
-  if (!entryCheck(a, sh)) return false;
+  if (!entryCheck(a, sh)) {
+    poisonOutputs<T>(a);
+    return false;
+  }
   const int t = threadIdx.x;
   *epoch = a.state->start_epoch[blockIdx.x];
   const uint32_t calls = a.state->end_epoch;
@@ -181,10 +212,22 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
 /// End of every kernel: saves the block's epoch; the last block pushes the rank's done flag to every
 /// peer. With wait_peers the last block also waits for every peer's done flag (peers read this
 /// rank's user buffer in place, which the caller may overwrite as soon as the kernel ends).
+///
+/// First every block looks for a peer's failed word: a peer that gave up on this call (a timeout
+/// while this rank was late) may have published its flags before it did, and its stream may since
+/// have reused the input this block read in place. Such a call must fail here too, not raise the
+/// done flag as if it had succeeded. The peer's failed word is stored before its kernel ends, so
+/// before any reuse of its buffers.
 __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, uint32_t epoch, bool wait_peers) {
   const int t = threadIdx.x;
   ptx::griddep_launch_dependents();  // the next kernel's prologue may start; its input reads still wait for us
   __syncthreads();
+  if (t < a.world && t != a.rank && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
+    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+    markAbort(sh);
+  }
+  __syncthreads();
+  if (sh->abort) return;  // the comm has failed: every later kernel exits at entry
   if (t == 0) {
     a.state->start_epoch[blockIdx.x] = epoch;
     __threadfence();

@@ -68,6 +68,9 @@ static_assert(kMaxRanks * sizeof(uint32_t) <= sched::kFlagStride, "one line hold
 /// Bytes of message one block serves: a call launches one block per this many bytes of a chunk,
 /// up to the comm's co-residency cap (the same count on every rank: it depends on the call only).
 constexpr size_t kBytesPerBlock = size_t{32} << 10;
+/// The same for lamport: one 16-byte vector per thread, so a decode-size message (a token of a
+/// few thousand bf16) is spread over several multiprocessors instead of queued on one.
+constexpr size_t kLamportBytesPerBlock = static_cast<size_t>(kLamportThreads) * sched::kVecBytes;
 
 /// Per-comm device memory (never shared): epochs advanced by the kernels, so graph replays work.
 struct DeviceState {
@@ -75,8 +78,12 @@ struct DeviceState {
   uint32_t end_epoch;                       ///< calls completed (rank-level done flag value)
   uint32_t done_count;                      ///< blocks of the running call that finished
   uint32_t reported;                        ///< non-zero once a block claimed the status words
-  uint32_t lamport_calls;                   ///< lamport calls completed (the buffer in use rotates with it)
-  uint32_t lamport_done;                    ///< blocks of the running lamport call that finished
+  uint32_t lamport_calls;  ///< lamport calls completed, wrapping: the call number its header carries
+  /// The lamport buffer the next call writes (0..kLamportBuffers-1), advanced mod kLamportBuffers.
+  /// Kept apart from lamport_calls: 2^32 is no multiple of 3, so `calls % 3` would reuse a buffer
+  /// at the wrap.
+  uint32_t lamport_buf;
+  uint32_t lamport_done;  ///< blocks of the running lamport call that finished
   uint32_t lamport_used[sched::kLamportBuffers];  ///< vectors per slot the last call of each buffer wrote
 };
 
@@ -90,6 +97,15 @@ enum FailureReason : int {
   kReasonPeerFailed = 3,      ///< peer [1] had already failed (its failed word was set)
   kReasonCallMismatch = 4,    ///< peer [1]'s lamport call had another count, dtype, op or place in the order
 };
+
+/// The fused two-shot kernel publishes each finished row in staging half 1 as [residual | norm |
+/// fp8], every part starting at a 16-byte boundary: rows are read and written as Bits (and may be
+/// vectors), and an odd hidden size must not misalign the rows after the first.
+SYMMAR_HD size_t fusedPartBytes(size_t bytes) { return (bytes + sched::kVecBytes - 1) / sched::kVecBytes * sched::kVecBytes; }
+/// Bytes of one published row (row_bytes: hidden x element size).
+SYMMAR_HD size_t fusedPublishedRowBytes(size_t row_bytes, size_t hidden, bool fp8) {
+  return 2 * fusedPartBytes(row_bytes) + (fp8 ? fusedPartBytes(hidden) : 0);
+}
 
 struct KernelArgs {
   const void* send;  ///< user input (this rank's pointer)

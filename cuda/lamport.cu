@@ -2,10 +2,12 @@
 // lamport buffer; a reader waits on the data itself, kLamportEmpty (-0.0 in every 16-bit half)
 // meaning "not written yet", then reduces the slots in rank order 0..N-1 (fp32), so all ranks
 // compute the same bits. A header at the end of the slot carries the call's signature (count,
-// dtype, op, call number): a peer whose call differs is found instead of read. Three buffers rotate: a call
-// clears the buffer its previous call read, which no peer writes again before this rank's next
-// call has published its data. Every wait is bounded and the failure words work as for the
-// barrier kernels.
+// dtype, op, call number): block 0 compares it once the data is in, and a peer whose call
+// differs fails the call in the same kernel (its vectors may already have been summed into recv, but
+// the call never reports success). Three buffers rotate: a call clears the buffer its previous call
+// read, which no peer writes again before this rank's next call has published its data. The ring
+// index is kept apart from the wrapping call number (a 32-bit count is no multiple of 3). Every
+// wait is bounded and the failure words work as for the barrier kernels.
 #include <cstdint>
 
 #include "cuda/common.cuh"
@@ -54,9 +56,58 @@ __device__ __forceinline__ uint4* lamportSlot(char* area, int world, int buffer,
   return reinterpret_cast<uint4*>(area + sched::lamportSlotOffset(buffer, from, world));
 }
 
+/// Loads peer p's vector v of the current buffer for every p in `peers` (a bit per rank), all in
+/// flight at once rather than one round trip after another; returns the peers whose vector has not
+/// arrived yet. Unrolled over kMaxRanks: x is indexed by constants only and stays in registers.
+template <typename T>
+__device__ __forceinline__ uint32_t lamportLoad(const uint4* current, size_t v, uint32_t peers, Vec<T>* x) {
+  constexpr size_t slot_vecs = sched::kLamportSlotBytes / sizeof(uint4);
+  uint32_t missing = 0;
+#pragma unroll
+  for (int p = 0; p < kMaxRanks; ++p) {
+    if (peers & (1u << p)) {
+      x[p].u = ptx::ld_volatile_vec(current + p * slot_vecs + v);
+      if (!lamportArrived<T>(x[p].u)) missing |= 1u << p;
+    }
+  }
+  return missing;
+}
+
+/// Spins (bounded) until every peer in `missing` has vector v here, watching the failed word of
+/// the lowest peer still missing. Keeps no vector: the caller loads them again once all are in.
+template <typename T>
+__device__ __forceinline__ bool lamportAwait(const KernelArgs& a, const uint4* current, size_t v, uint32_t missing) {
+  constexpr size_t slot_vecs = sched::kLamportSlotBytes / sizeof(uint4);
+  while (missing != 0) {
+    const int peer = __ffs(static_cast<int>(missing)) - 1;
+    const bool ok = boundedSpin(a, peer, [&] {
+#pragma unroll
+      for (int p = 0; p < kMaxRanks; ++p) {
+        if ((missing & (1u << p)) && lamportArrived<T>(ptx::ld_volatile_vec(current + p * slot_vecs + v))) {
+          missing &= ~(1u << p);
+        }
+      }
+      return (missing & (1u << peer)) == 0;
+    });
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// c ? a : b, lane by lane.
+template <typename T>
+__device__ __forceinline__ Vec<T> pickVec(bool c, const Vec<T>& a, const Vec<T>& b) {
+  Vec<T> r;
+  r.u.x = c ? a.u.x : b.u.x;
+  r.u.y = c ? a.u.y : b.u.y;
+  r.u.z = c ? a.u.z : b.u.z;
+  r.u.w = c ? a.u.w : b.u.w;
+  return r;
+}
+
+/// Waits for one vector (a peer's header) at p; *out receives it.
 template <typename T>
 __device__ __forceinline__ bool lamportWait(const KernelArgs& a, const uint4* p, int peer, uint4* out) {
-  // Most vectors have arrived by the time they are read: one look, then the bounded spin.
   *out = ptx::ld_volatile_vec(p);
   return lamportArrived<T>(*out) || boundedSpin(a, peer, [&] {
     *out = ptx::ld_volatile_vec(p);
@@ -76,15 +127,18 @@ __device__ __forceinline__ uint4 lamportHeader(const KernelArgs& a, uint32_t cal
 }
 
 template <typename T, int Op>
-__global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a) {
+__global__ void __launch_bounds__(kLamportThreads, 1) lamportAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
   constexpr size_t vec = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(BlockShared, sh);
-  if (!entryCheck(a, &sh)) return;
+  if (!entryCheck(a, &sh)) {
+    poisonOutputs<T>(a);
+    return;
+  }
   const int t = threadIdx.x;
-  const uint32_t call = a.state->lamport_calls;
-  const int buf = static_cast<int>(call % sched::kLamportBuffers);
-  const int prev = static_cast<int>((call + sched::kLamportBuffers - 1) % sched::kLamportBuffers);
+  const uint32_t call = a.state->lamport_calls;  // wraps: only compared for equality (the header)
+  const int buf = static_cast<int>(a.state->lamport_buf);
+  const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
   const size_t nvec = (a.count + vec - 1) / vec;  // data vectors (the header is the slot's last)
   const sched::Range mine = sched::splitRange(0, nvec, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), 1);
 
@@ -105,38 +159,39 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
   }
   ptx::griddep_launch_dependents();
 
-  // Reduce every slot in rank order as its data arrives; this rank's own input is read directly.
+  // Reduce every slot in rank order once every peer's vector has arrived; this rank's own input is
+  // read directly.
   Bits* recv = static_cast<Bits*>(a.recv);
-  // Slot p of the current buffer is `current + p * slot_vecs`: one pointer for every peer.
-  const uint4* current = lamportSlot(own, a.world, buf, 0);
-  constexpr size_t slot_vecs = sched::kLamportSlotBytes / sizeof(uint4);
+  const uint4* current = lamportSlot(own, a.world, buf, 0);  // slot p: current + p * slot_vecs
+  uint32_t peers = 0;
+  for (int p = 0; p < a.world; ++p) peers |= p == a.rank ? 0u : 1u << p;
   for (size_t v = mine.begin + t; v < mine.end; v += kLamportThreads) {
-    VecAcc<T, Op> acc;
-    bool ok = true;
-#pragma unroll
-    for (int p = 0; p < kMaxRanks; ++p) {
-      if (p >= a.world || !ok) continue;
-      Vec<T> x;
-      if (p == a.rank) {
-        x = lamportInput<T>(a, v);
-      } else {
-        ok = lamportWait<T>(a, current + p * slot_vecs + v, p, &x.u);
+    Vec<T> x[kMaxRanks];
+    const uint32_t missing = lamportLoad<T>(current, v, peers, x);
+    if (missing != 0) {  // rare: wait, then load every peer's vector again (each has arrived)
+      if (!lamportAwait<T>(a, current, v, missing)) {
+        markAbort(&sh);
+        break;
       }
-      if (p == 0) {
-        acc.first(x);
-      } else {
-        acc.add(x);
-      }
+      lamportLoad<T>(current, v, peers, x);
     }
-    if (!ok) {
-      markAbort(&sh);
-      break;
+    // Constant indices only (the unrolled loops), and this rank's input chosen by value (a select,
+    // not x[a.rank]): x and out stay in registers.
+    const Vec<T> own_x = lamportInput<T>(a, v);
+    VecAcc<T, Op> acc;
+    acc.first(pickVec(a.rank == 0, own_x, x[0]));
+#pragma unroll
+    for (int p = 1; p < kMaxRanks; ++p) {
+      if (p < a.world) acc.add(pickVec(a.rank == p, own_x, x[p]));
     }
     const Vec<T> out = acc.result();
     if ((v + 1) * vec <= a.count) {
       storeUser<T>(recv + v * vec, out, a.aligned);
     } else {
-      for (size_t i = 0; v * vec + i < a.count; ++i) recv[v * vec + i] = out.e[i];
+#pragma unroll
+      for (size_t i = 0; i < vec; ++i) {
+        if (v * vec + i < a.count) recv[v * vec + i] = out.e[i];
+      }
     }
   }
   if (header_thread) {
@@ -171,6 +226,7 @@ __global__ void __launch_bounds__(kLamportThreads) lamportAllReduce(KernelArgs a
       __threadfence();
       a.state->lamport_done = 0;
       a.state->lamport_used[buf] = static_cast<uint32_t>(nvec);
+      a.state->lamport_buf = static_cast<uint32_t>((buf + 1) % sched::kLamportBuffers);
       a.state->lamport_calls = call + 1;
     }
   }

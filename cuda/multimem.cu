@@ -12,14 +12,14 @@ namespace gpu {
 namespace {
 
 template <typename T, int Op>
-__global__ void __launch_bounds__(kThreads) multimemAllReduce(KernelArgs a) {
+__global__ void __launch_bounds__(kThreads) multimemAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
 #if defined(SYMMAR_HAS_MULTIMEM)
   using Bits = typename T::Bits;
   using Ops = ptx::multimem<typename T::Tag, typename ptx::OpTag<Op>::type>;
   constexpr size_t vec = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(BlockShared, sh);
   uint32_t epoch;
-  if (!blockBegin(a, &sh, &epoch)) return;
+  if (!blockBegin<T>(a, &sh, &epoch)) return;
 
   const CallShape shape = callShape(a);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);

@@ -9,12 +9,12 @@ namespace gpu {
 namespace {
 
 template <typename T, int Op>
-__global__ void __launch_bounds__(kThreads) oneShotAllReduce(KernelArgs a) {
+__global__ void __launch_bounds__(kThreads) oneShotAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
   constexpr size_t vec = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(BlockShared, sh);
   uint32_t epoch;
-  if (!blockBegin(a, &sh, &epoch)) return;
+  if (!blockBegin<T>(a, &sh, &epoch)) return;
 
   // In place (send == recv) never reads peers' user buffers directly: this rank would overwrite
   // its input while peers still read it. The host clears send_offset for that case.

@@ -26,7 +26,7 @@ __device__ __forceinline__ uint32_t* probeWord(char* base, size_t pad_off, int f
   return reinterpret_cast<uint32_t*>(base + pad_off + padProbeOffset(from));
 }
 
-__global__ void __launch_bounds__(kThreads) coScheduleProbe(ProbeArgs a) {
+__global__ void __launch_bounds__(kThreads) coScheduleProbe(const SYMMAR_GRID_CONSTANT ProbeArgs a) {
   SYMMAR_BLOCK_SHARED(ProbeShared, sh);
   const int t = threadIdx.x;
   const bool peer_thread = t < a.world && t != a.rank;
@@ -95,7 +95,7 @@ struct PeerAccessShared {
   long long checks_ns[kMaxRanks];
 };
 
-__global__ void __launch_bounds__(kThreads) peerAccessProbe(ProbeArgs a) {
+__global__ void __launch_bounds__(kThreads) peerAccessProbe(const SYMMAR_GRID_CONSTANT ProbeArgs a) {
   SYMMAR_BLOCK_SHARED(PeerAccessShared, sh);
   const int t = threadIdx.x;
   constexpr size_t kVecs = kP2pProbeBytes / sizeof(uint4);

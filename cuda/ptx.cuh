@@ -91,7 +91,8 @@ __device__ __forceinline__ long long globaltimer() {
 }
 /// The comm's status words (host-mapped memory the host polls): plain volatile accesses.
 __device__ __forceinline__ void st_status(volatile int* p, int v) { *p = v; }
-__device__ __forceinline__ int ld_status(const volatile int* p) { return *p; }
+/// A word other blocks of this GPU update with atomics, read afresh (not from a stale register or L1).
+__device__ __forceinline__ uint32_t ld_volatile_u32(const uint32_t* p) { return *static_cast<const volatile uint32_t*>(p); }
 /// Multicast and unicast addresses alias the same memory: order accesses across the two views.
 __device__ __forceinline__ void fence_proxy_alias() { asm volatile("fence.proxy.alias;" ::: "memory"); }
 

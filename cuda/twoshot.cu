@@ -10,12 +10,12 @@ namespace gpu {
 namespace {
 
 template <typename T, int Op>
-__global__ void __launch_bounds__(kThreads) twoShotAllReduce(KernelArgs a) {
+__global__ void __launch_bounds__(kThreads) twoShotAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
   constexpr size_t vec = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(BlockShared, sh);
   uint32_t epoch;
-  if (!blockBegin(a, &sh, &epoch)) return;
+  if (!blockBegin<T>(a, &sh, &epoch)) return;
 
   const CallShape shape = callShape(a);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);

@@ -15,6 +15,7 @@ struct F32 {
   using Bits = uint32_t;
   using Tag = ptx::F32Tag;
   static constexpr int kType = symmarFloat32;
+  static constexpr Bits kNaN = 0x7fc00000u;  ///< the canonical quiet NaN (written over a failed call's outputs)
   static __device__ __forceinline__ float toFloat(Bits b) { return __uint_as_float(b); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __float_as_uint(f); }
 };
@@ -22,6 +23,7 @@ struct F16 {
   using Bits = uint16_t;
   using Tag = ptx::F16Tag;
   static constexpr int kType = symmarFloat16;
+  static constexpr Bits kNaN = 0x7e00u;  ///< the canonical quiet NaN (written over a failed call's outputs)
   static __device__ __forceinline__ float toFloat(Bits b) { return __half2float(__ushort_as_half(b)); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __half_as_ushort(__float2half_rn(f)); }
 };
@@ -29,6 +31,7 @@ struct BF16 {
   using Bits = uint16_t;
   using Tag = ptx::BF16Tag;
   static constexpr int kType = symmarBfloat16;
+  static constexpr Bits kNaN = 0x7fc0u;  ///< the canonical quiet NaN (written over a failed call's outputs)
   static __device__ __forceinline__ float toFloat(Bits b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
   static __device__ __forceinline__ Bits fromFloat(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 };

@@ -95,13 +95,29 @@ if [ $configured -eq 1 ] && [ $built -eq 0 ]; then
 fi
 
 TESTS="not run"
+GPU_TESTS="$BUILD/tests/gpu/symmar_gpu_tests"
+SANITIZER=$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")
 if [ $built -eq 1 ]; then
-  # The quick single-purpose tests first, then the long correctness sweeps, so a slow sweep cannot
-  # crowd the hardening checks out of the budget.
-  step "ctest -L gpu (all but the sweeps)" ctest_gpu.log 150 \
-    ctest --test-dir "$BUILD" -L gpu -E SharedGpuSweep --output-on-failure --no-tests=error
-  step "ctest -L gpu (sweeps)" ctest_gpu_sweep.log 200 \
-    ctest --test-dir "$BUILD" -L gpu -R SharedGpuSweep --output-on-failure --no-tests=error
+  # Quick single-purpose checks first, the long sweeps last, so a slow sweep cannot crowd the
+  # hardening checks out of the budget: probes, fused and host-staged; the fused two-shot form with
+  # FP8 output at odd hidden sizes under compute-sanitizer (a misaligned access is caught there);
+  # calls back to back with PDL on and off (SYMMAR_CHAIN_CALLS per chain); lamport across its wrap,
+  # graphs, epochs, failures and NCCL; then the sweeps at worlds 2 and 8.
+  step "gpu tests: topology, co-scheduling, fused, host-staged" ctest_gpu_1_quick.log 60 \
+    ctest --test-dir "$BUILD" -L gpu -R '^(GpuTopology|GpuCoSchedule|GpuFused|GpuHostStaged)\.' \
+    --output-on-failure --no-tests=error
+  if [ -x "$SANITIZER" ] && [ -x "$GPU_TESTS" ]; then
+    step "fused two-shot FP8, odd hidden, compute-sanitizer memcheck" sanitizer_fp8.log 60 \
+      "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" --gtest_filter=GpuFused.TwoShotFp8OddHidden
+  else
+    ROWS+=("| compute-sanitizer | not found (skipped) | 0 |")
+  fi
+  step "gpu tests: back-to-back chain, PDL on and off" ctest_gpu_2_chain.log 150 env SYMMAR_CHAIN_CALLS=600 \
+    ctest --test-dir "$BUILD" -L gpu -R '^GpuChain\.' --output-on-failure --no-tests=error
+  step "gpu tests: lamport wrap, graphs, epochs, failures, NCCL" ctest_gpu_3_state.log 90 \
+    ctest --test-dir "$BUILD" -L gpu -R '^(GpuEpochs|GpuGraph|GpuFailure|GpuNccl)\.' --output-on-failure --no-tests=error
+  step "gpu tests: sweeps at worlds 2 and 8" ctest_gpu_4_sweep.log 120 \
+    ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuSweep.*_world(2|8)$' --output-on-failure --no-tests=error
   TESTS=$(cat "$OUT"/ctest_gpu*.log | grep -E "tests passed|tests failed" | tr '\n' ';')
   cat "$OUT"/ctest_gpu*.log | grep -E "Test +#[0-9]+:" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //' \
     >"$OUT/ctest_gpu_results.txt"
@@ -157,7 +173,9 @@ fi
   echo
   for t in GpuCoSchedule.RanksSharingAGpuKeepTheKernels GpuTopology.SharedGpuReportsPeerLink \
     GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
-    GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference; do
+    GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference \
+    GpuFused.TwoShotFp8OddHidden GpuChain.BackToBackMixedCallsPdlOn GpuChain.BackToBackMixedCallsPdlOff \
+    GpuEpochs.LamportCallNumberWraps; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then

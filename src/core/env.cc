@@ -60,14 +60,16 @@ const EnvVarInfo kRegistry[] = {
      kText, kNone, kNone, kNone},
     {"SYMMAR_PDL", "0 or 1", "1",
      "GPU kernels on sm_90+ launch with programmatic dependent launch: a kernel starts while the one before it "
-     "ends and waits on the device before its first read of input.",
+     "ends and waits on the device before its first read of input. Where ranks share a GPU the block cap counts two "
+     "grids per rank.",
      kInteger, 1, 0, 1},
     {"SYMMAR_HOST_ID", "any text", "(hostname and boot id)",
      "Which host this rank counts as: ranks share memory only with ranks of the same host id, and a comm spanning "
      "several ids runs hierarchically (set per rank to test several hosts on one machine: scripts/sim-hosts.sh).",
      kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
-     "First barrier epoch of new comms (rank 0's value); set near 4294967295 to exercise epoch wrap (testing).",
+     "First barrier epoch and lamport call number of new comms (rank 0's value); set near 4294967295 to exercise "
+     "their wrap (testing).",
      kInteger, 0, 0, UINT32_MAX},
 };
 

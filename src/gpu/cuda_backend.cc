@@ -1,9 +1,9 @@
 #include "gpu/cuda_backend.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -17,6 +17,7 @@
 #include "gpu/driver.h"
 #include "gpu/hier_backend.h"
 #include "gpu/peer_probe.h"
+#include "gpu/startup_policy.h"
 
 namespace symmar {
 namespace gpu {
@@ -30,10 +31,12 @@ constexpr size_t kMinStagingBytes = size_t{64} << 10;
 CudaBackend::~CudaBackend() {
   if (device_ < 0) return;
   DeviceGuard guard(device_);
-  if (status_host_ && status_host_[0] != 0) nccl_.markFailed();
   // Kernels of this comm may still read peer mappings; every wait in them is bounded.
   cudaDeviceSynchronize();
-  heap_.release();
+  // Read after the synchronisation: a kernel still in flight may have failed the comm meanwhile.
+  const bool failed = comm_failed_ || (status_host_ && status_host_[0] != 0);
+  if (failed) nccl_.markFailed();
+  heap_.release(failed);  // failed: peers may still be inside kernels on this rank's memory
   host_heap_.release();
   for (void* p : plain_allocs_) cudaFree(p);
   if (state_) cudaFree(state_);
@@ -62,33 +65,40 @@ symmarResult_t CudaBackend::resolveSettings() {
 }
 
 /// Blocks per kernel: every rank on a GPU spins on its peers, so all their grids must be resident at
-/// once (multiprocessors x resident blocks / ranks on the GPU), at most kMaxBlocks. Same on all ranks.
+/// once (coResidentBlocks). Same on all ranks.
 symmarResult_t CudaBackend::initBlocks() {
   int sms = 0;
   SYMMAR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
-  int per_sm = INT_MAX;
-  bool kernels_ok = true;
+  // Every kernel that spins on peers, with its block size; the fused ones meet in the same barriers.
+  std::vector<std::pair<const void*, int>> kernels;
   for (int d = 0; d < 3; ++d) {
+    const auto dt = static_cast<symmarDataType_t>(d);
     for (int o = 0; o < symmarNumOps; ++o) {
-      const auto dt = static_cast<symmarDataType_t>(d);
       const auto op = static_cast<symmarRedOp_t>(o);
-      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op), lamportKernel(dt, op)}) {
-        if (!k) continue;
-        int n = 0;
-        const int threads = k == lamportKernel(dt, op) ? kLamportThreads : kThreads;
-        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0);
-        if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-            err == cudaErrorUnsupportedPtxVersion) {
-          // Built without code for this GPU (e.g. an A100 or L40S with the default architectures):
-          // no symmetric kernels here, the fallback serves; not a reason to fail the comm.
-          cudaGetLastError();
-          kernels_ok = false;
-          continue;
-        }
-        SYMMAR_CUDA_TRY(err);
-        per_sm = std::min(per_sm, n);
+      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op)}) {
+        kernels.emplace_back(k, kThreads);
       }
+      kernels.emplace_back(lamportKernel(dt, op), kLamportThreads);
     }
+    kernels.emplace_back(addRmsNormKernel(dt, false), kThreads);
+    kernels.emplace_back(addRmsNormKernel(dt, true), kThreads);
+  }
+  std::vector<int> per_sm;  // resident blocks per multiprocessor of every kernel that answered
+  bool kernels_ok = true;
+  for (const auto& [k, threads] : kernels) {
+    if (!k) continue;
+    int n = 0;
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0);
+    if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+        err == cudaErrorUnsupportedPtxVersion) {
+      // Built without code for this GPU (e.g. an A100 or L40S with the default architectures):
+      // no symmetric kernels here, the fallback serves; not a reason to fail the comm.
+      cudaGetLastError();
+      kernels_ok = false;
+      continue;
+    }
+    SYMMAR_CUDA_TRY(err);
+    per_sm.push_back(n);
   }
   // Every rank must reach the same answer, or some would launch kernels their peers never meet.
   int bad = -1;
@@ -99,8 +109,8 @@ symmarResult_t CudaBackend::initBlocks() {
                 "architecture in CMAKE_CUDA_ARCHITECTURES)", bad, topo_.topo.cc_major, topo_.topo.cc_minor);
     disableSymmetricKernels();
   }
-  int cap = std::max(1, sms * std::max(per_sm, 1) / std::max(topo_.ranks_on_my_device, 1));
-  cap = std::min(cap, sched::kMaxBlocks);
+  const int grids = topo_.ranks_on_my_device * residentGridsPerRank(pdl_, topo_.devices_repeat);
+  const int cap = coResidentBlocks(sms, per_sm, grids, sched::kMaxBlocks);
   std::vector<int32_t> caps;
   SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap, &caps));
   nblocks_ = *std::min_element(caps.begin(), caps.end());
@@ -120,6 +130,8 @@ symmarResult_t CudaBackend::initDeviceState() {
   for (uint32_t& e : init.start_epoch) e = epoch_start_;
   init.end_epoch = epoch_start_;
   init.done_count = 0;
+  init.lamport_calls = epoch_start_;  // SYMMAR_EPOCH_START reaches lamport's wrap as well
+  init.lamport_buf = 0;
   SYMMAR_CUDA_TRY(cudaMemcpy(state_, &init, sizeof(init), cudaMemcpyHostToDevice));
   return initPad();
 }
@@ -138,12 +150,16 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   SYMMAR_CUDA_TRY(cudaSetDevice(device_));
   SYMMAR_CUDA_TRY(cudaFree(nullptr));  // creates the primary context the driver calls use
   SYMMAR_CHECK(probeTopology(ctx_, device_, &topo_));
-  pdl_ = pdl_ && topo_.topo.cc_major >= 9;
+  pdl_ = usePdl(pdl_, topo_.topo.cc_major);
+  if (pdl_ && topo_.devices_repeat) {
+    SYMMAR_INFO(kSubsysGpu, "programmatic dependent launch on a shared GPU: the block cap counts two grids per rank "
+                "(a rank's next kernel may be resident early)");
+    noteCheck("block cap halved for programmatic dependent launch (ranks share a GPU)");
+  }
   SYMMAR_CHECK(initBlocks());
 
-  // The planner reads fallbacks(): it must be the same on every rank. NCCL cannot put two ranks
-  // on one GPU, so such comms go without it.
-  bool nccl = nccl_.load() && (!topo_.devices_repeat || ctx_.nranks == 1);
+  // The planner reads fallbacks(): it must be the same on every rank.
+  const bool nccl = wantOwnNccl(host_stage_, topo_.devices_repeat) && nccl_.load();
   int bad = -1;
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, nccl, &bad));
   nccl_ok_ = bad < 0;
@@ -164,28 +180,16 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   if (have_heap_ && topo_.peer_access) SYMMAR_CHECK(agreeP2pMode(&p2p));
   if (p2p == kP2pOff) {
     SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: the kernels stage through pinned host memory");
-    checks_ = "peer access off (SYMMAR_P2P=off), staging in host memory";
+    noteCheck("peer access off (SYMMAR_P2P=off), staging in host memory");
   }
-  if (p2p != kP2pOff && topo_.host_staged) checks_ = "no peer access between the GPUs, staging in host memory";
+  if (p2p != kP2pOff && topo_.host_staged) noteCheck("no peer access between the GPUs, staging in host memory");
   if (p2p == kP2pOff || topo_.host_staged) useHostStaging();
   if (have_heap_) SYMMAR_CHECK(buildHeap());
 
   symmarResult_t local = initDeviceState();
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
   if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
-  if (have_heap_ && topo_.peer_access && topo_.devices_repeat) SYMMAR_CHECK(probeCoScheduling());
-  if (p2p == kP2pProbe && topo_.peer_access && topo_.topo.link == symmarLinkPcie) {
-    bool broken = false;
-    SYMMAR_CHECK(probePeerAccess(&broken));
-    if (broken) {  // the same verdict on every rank: rebuild the heap in host memory
-      heap_.release();
-      useHostStaging();
-      SYMMAR_CHECK(buildHeap());
-      local = initPad();
-      SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
-      if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
-    }
-  }
+  SYMMAR_CHECK(runStartupProbes(p2p));
   facts->topo = topo_.topo;
   std::vector<uint64_t> host_of;
   for (const RankInfo& r : topo_.ranks) host_of.push_back(r.host_hash);
@@ -193,7 +197,8 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   facts->staging_bytes = layout_.staging_bytes;
   facts->checks = checks_;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
-              device_, nblocks_, kThreads, layout_.staging_bytes, nccl_ok_ ? "yes" : "no");
+              device_, nblocks_, kThreads, layout_.staging_bytes,
+              host_stage_ ? "from the whole comm" : nccl_ok_ ? "yes" : "no");
   return symmarSuccess;
 }
 
@@ -235,8 +240,7 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   }
   const LaunchContext lc = launchContext();
   KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);
-  return launch(kernel, gridFor(lc, count, dtype), threadsFor(algo), &a, s);
-  return symmarSuccess;
+  return launch(kernel, gridFor(lc, count, dtype, algo), threadsFor(algo), &a, s);
 }
 
 symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream) {

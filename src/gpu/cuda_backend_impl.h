@@ -2,8 +2,10 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -38,7 +40,10 @@ class DeviceGuard {
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(const BackendContext& ctx) : ctx_(ctx), arena_(0) {}
+  /// host_stage: this backend serves the ranks of one host inside a hierarchical comm, whose own
+  /// NCCL communicator serves the nccl algorithm; it then makes none of its own.
+  explicit CudaBackend(const BackendContext& ctx, bool host_stage = false)
+      : ctx_(ctx), host_stage_(host_stage), arena_(0) {}
   ~CudaBackend() override;
 
   /// Collective: probes, builds the heap and the device state; reports the topology and staging.
@@ -50,6 +55,7 @@ class CudaBackend : public Backend {
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t asyncError() override;
+  void noteCommFailed() override { comm_failed_ = true; }
   uint32_t fallbacks() const override { return nccl_ok_ ? (1u << symmarAlgoNccl) : 0u; }
   symmarResult_t adoptNccl(void* nccl_comm) override { return nccl_.adopt(nccl_comm); }
 
@@ -58,16 +64,23 @@ class CudaBackend : public Backend {
   symmarResult_t initBlocks();
   symmarResult_t initDeviceState();
   // Start-up probes (startup_probes.cc), collective; a failure turns the symmetric kernels off.
+  /// The probes planStartupProbes asks for, in its order; a broken link moves the staging to host
+  /// memory on every rank.
+  symmarResult_t runStartupProbes(P2pMode p2p);
   /// The kernels of ranks sharing a GPU must run concurrently.
   symmarResult_t probeCoScheduling();
   /// SYMMAR_P2P as every rank will apply it: the most careful mode any rank asks for.
   symmarResult_t agreeP2pMode(P2pMode* mode);
   /// Peer access over PCIe must deliver what it claims; *broken: some pair did not (every rank).
   symmarResult_t probePeerAccess(bool* broken);
+  /// Per rank: whether it runs on this rank's GPU.
+  std::vector<bool> onMyGpu() const;
   /// Runs one probe kernel on a stream of its own and waits; out gets its kProbeResultWords words.
   cudaError_t runProbe(const void* kernel, ProbeArgs args, long long* out);
   /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
   void disableSymmetricKernels();
+  /// Adds one finding to checks_ (what symmarCommDescribe reports).
+  void noteCheck(const std::string& what) { checks_ += (checks_.empty() ? "" : ", ") + what; }
   // The shared heap (backend_heap.cc).
   /// Collective: the device heap (peer access) or the host-staged heap, and bases_ from it.
   symmarResult_t buildHeap();
@@ -82,6 +95,7 @@ class CudaBackend : public Backend {
   symmarResult_t launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream);
 
   BackendContext ctx_;
+  const bool host_stage_;
   int device_ = -1;
   int timeout_ms_ = 0;
   uint32_t epoch_start_ = 0;
@@ -100,8 +114,9 @@ class CudaBackend : public Backend {
   int* status_dev_ = nullptr;
   NcclFallback nccl_;
   bool nccl_ok_ = false;
+  std::atomic<bool> comm_failed_{false};  ///< a call failed the comm (a timeout or lost peer, noteCommFailed)
   bool pdl_ = false;  ///< launch with programmatic dependent launch (SYMMAR_PDL, sm_90+)
-  std::string checks_;  ///< what the start-up probes found (BackendFacts::checks)
+  std::string checks_;  ///< what the start-up checks found or turned off (BackendFacts::checks)
 };
 
 }  // namespace gpu

@@ -10,9 +10,11 @@ namespace gpu {
 // X(name, required): required functions gate the whole backend; optional ones (multicast) only
 // gate the feature that needs them.
 // (name, required, ABI version): each entry point is asked for at the CUDA version where its
-// current ABI appeared, not at the toolkit's own version, so a library built with a newer 13.x
-// toolkit still resolves everything on an older 12.x/13.0 driver. The VMM calls have had this ABI
-// since 10.2; 12.0 is this library's oldest supported driver. Multicast arrived in 12.1.
+// current ABI appeared, not at the toolkit's own version, so a build still resolves every entry point
+// on an older driver of the same major version (a 12.x build on a 12.0 driver, a 13.x build on a
+// 13.0 one). It cannot reach across major versions: the static runtime of a CUDA 13 build itself
+// needs an R580 or newer driver. The VMM calls have had this ABI since 10.2; multicast arrived in
+// 12.1 (on a 12.0 driver the comm runs without it).
 #define SYMMAR_DRIVER_FUNCTIONS(X)                 \
   X(cuGetErrorString, true, 12000)                 \
   X(cuDeviceGet, true, 12000)                      \

@@ -43,11 +43,12 @@ std::vector<uint32_t> initialLamport(int world) {
   return std::vector<uint32_t>(sched::lamportAreaBytes(world) / sizeof(uint32_t), sched::kLamportEmpty);
 }
 
-int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype) {
+int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symmarAlgo_t algo) {
   const size_t elem = symmarTypeSize(dtype);
-  const size_t chunk = sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
+  const bool lamport = algo == symmarAlgoLamport;  // never chunked: at most kLamportMaxBytes
+  const size_t chunk = lamport ? 0 : sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
   const size_t bytes = (chunk == 0 ? count : std::min(count, chunk)) * elem;
-  const size_t per = std::max<size_t>(ctx.bytes_per_block, 1);
+  const size_t per = std::max<size_t>(lamport ? ctx.lamport_bytes_per_block : ctx.bytes_per_block, 1);
   const size_t blocks = (bytes + per - 1) / per;
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(std::max(ctx.max_blocks, 1)))));
 }
@@ -102,7 +103,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 
 size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
   const size_t row = call.hidden * symmarTypeSize(call.dtype);
-  const size_t out_row = 2 * row + (call.fp8_out ? call.hidden : 0);
+  const size_t out_row = fusedPublishedRowBytes(row, call.hidden, call.fp8_out != nullptr);
   return sched::stagingHalfBytes(ctx.layout.staging_bytes) / (two_shot ? out_row : row);
 }
 

@@ -30,14 +30,18 @@ const Nvml& nvml() {
   std::call_once(once, [] {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      SYMMAR_INFO(kSubsysGpu, "NVML not available (%s): peers' GPUs invisible to CUDA stay unknown", dlerror());
+      SYMMAR_INFO(kSubsysGpu, "NVML not available (%s): peers' GPUs invisible to CUDA stay unknown, and NVLink is "
+                  "told from PCIe by native P2P atomics", dlerror());
       return;
     }
     n.init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
     n.by_bus_id = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     n.p2p_status = reinterpret_cast<int (*)(NvmlDevice, NvmlDevice, int, int*)>(dlsym(lib, "nvmlDeviceGetP2PStatus"));
     n.ok = n.init && n.by_bus_id && n.p2p_status && n.init() == kNvmlSuccess;
-    if (!n.ok) SYMMAR_INFO(kSubsysGpu, "NVML could not be initialised: peers' GPUs invisible to CUDA stay unknown");
+    if (!n.ok) {
+      SYMMAR_INFO(kSubsysGpu, "NVML could not be initialised: peers' GPUs invisible to CUDA stay unknown, and "
+                  "NVLink is told from PCIe by native P2P atomics");
+    }
     // The library stays loaded for the process's life, as the driver's own libraries do.
   });
   return n;
@@ -58,9 +62,28 @@ PeerLink nvmlLinkBetween(const char* bus_a, const char* bus_b) {
   return kLinkPcie;
 }
 
-PeerLink chooseLink(bool same_gpu, PeerLink cuda_answer, PeerLink nvml_answer) {
+PeerLink chooseLink(bool same_gpu, const CudaPeerView& cuda, PeerLink nvml_answer) {
   if (same_gpu) return kLinkSameGpu;
-  return cuda_answer != kLinkNotSeen ? cuda_answer : nvml_answer;
+  if (!cuda.seen) return nvml_answer;
+  if (!cuda.access) return kLinkNone;
+  if (nvml_answer != kLinkNotSeen) return nvml_answer == kLinkNvLink ? kLinkNvLink : kLinkPcie;
+  return cuda.native_atomics ? kLinkNvLink : kLinkPcie;
+}
+
+const char* peerLinkName(PeerLink link) {
+  switch (link) {
+    case kLinkNone:
+      return "none";
+    case kLinkPcie:
+      return "pcie";
+    case kLinkNvLink:
+      return "nvlink";
+    case kLinkSameGpu:
+      return "same GPU";
+    case kLinkNotSeen:
+    default:
+      return "not seen";
+  }
 }
 
 }  // namespace gpu

@@ -31,6 +31,13 @@ P2pMode agreedP2pMode(const std::vector<int32_t>& modes) {
 
 const char* p2pModeName(P2pMode m) { return m == kP2pTrust ? "trust" : m == kP2pOff ? "off" : "probe"; }
 
+P2pRow crossGpuOutcomes(P2pRow row, const std::vector<bool>& on_my_gpu) {
+  for (size_t p = 0; p < row.size() && p < on_my_gpu.size(); ++p) {
+    if (on_my_gpu[p]) row[p] = 0;
+  }
+  return row;
+}
+
 BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows) {
   for (size_t r = 0; r < rows.size(); ++r) {
     for (size_t p = 0; p < rows.size() && p < static_cast<size_t>(kMaxRanks); ++p) {

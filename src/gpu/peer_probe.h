@@ -33,6 +33,11 @@ struct BrokenPair {
   int peer = -1;
   long long outcome = 0;
 };
+/// row with every peer on this rank's GPU (on_my_gpu[p]) counted as checked out: those ranks reach
+/// each other in the GPU's own memory, with no link to check. A pair that cannot meet because its
+/// kernels do not run at the same time is the co-scheduling probe's finding (it runs next), not a
+/// broken link.
+P2pRow crossGpuOutcomes(P2pRow row, const std::vector<bool>& on_my_gpu);
 /// The first (rank, peer) pair, in rank then peer order, whose check did not come out 0.
 BrokenPair firstBrokenPair(const std::vector<P2pRow>& rows);
 /// Collective: gathers every rank's row and returns the first broken pair, the same on every rank.

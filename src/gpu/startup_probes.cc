@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/peer_probe.h"
+#include "gpu/startup_policy.h"
 
 namespace symmar {
 namespace gpu {
@@ -62,8 +63,8 @@ symmarResult_t CudaBackend::probeCoScheduling() {
                 "one GPU per rank (docs/integration.md)", bad);
     disableSymmetricKernels();
   }
-  checks_ += std::string(checks_.empty() ? "" : ", ") + "co-scheduling probe " +
-             (bad >= 0 ? "failed on rank " + std::to_string(bad) + " (symmetric kernels off)" : "met");
+  noteCheck("co-scheduling probe " +
+            (bad >= 0 ? "failed on rank " + std::to_string(bad) + " (symmetric kernels off)" : std::string("met")));
   return symmarSuccess;
 }
 
@@ -73,7 +74,7 @@ symmarResult_t CudaBackend::agreeP2pMode(P2pMode* mode) {
   *mode = agreedP2pMode(modes);
   if (*mode == kP2pTrust && topo_.topo.link == symmarLinkPcie) {
     SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=trust: PCIe peer access used without a check");
-    checks_ += std::string(checks_.empty() ? "" : ", ") + "peer access trusted (SYMMAR_P2P=trust)";
+    noteCheck("peer access trusted (SYMMAR_P2P=trust)");
   }
   return symmarSuccess;
 }
@@ -93,14 +94,14 @@ symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
   const cudaError_t err = runProbe(peerAccessProbeKernel(), args, result);
   P2pRow row{};
   for (int p = 0; p < kMaxRanks; ++p) row[static_cast<size_t>(p)] = err == cudaSuccess ? result[2 + p] : kP2pTimedOut;
+  row = crossGpuOutcomes(row, onMyGpu());
   if (err != cudaSuccess) SYMMAR_WARN(kSubsysGpu, "peer-access probe failed to run: %s", cudaGetErrorString(err));
   BrokenPair b;
   SYMMAR_CHECK(agreePeerProbe(*ctx_.bootstrap, row, &b));
   *broken = b.rank >= 0;
-  checks_ += std::string(checks_.empty() ? "" : ", ") + "peer-access probe " +
-             (*broken ? "found ranks " + std::to_string(b.rank) + "-" + std::to_string(b.peer) +
-                            " broken, staging in host memory"
-                      : "passed");
+  noteCheck("peer-access probe " + (*broken ? "found ranks " + std::to_string(b.rank) + "-" + std::to_string(b.peer) +
+                                                   " broken, staging in host memory"
+                                             : std::string("passed")));
   if (*broken) {
     SYMMAR_WARN(kSubsysGpu, "%s; the kernels stage through pinned host memory instead (SYMMAR_P2P=trust skips this "
                 "check)", describeBrokenPair(b).c_str());
@@ -109,6 +110,41 @@ symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
                 result[1] / 1000);
   }
   return symmarSuccess;
+}
+
+symmarResult_t CudaBackend::runStartupProbes(P2pMode p2p) {
+  ProbeFacts facts;
+  facts.p2p = p2p;
+  facts.have_heap = have_heap_;
+  facts.devices_repeat = topo_.devices_repeat;
+  facts.peer_access = topo_.peer_access;
+  facts.host_staged = topo_.host_staged;
+  facts.link = topo_.topo.link;
+  for (const StartupProbe probe : planStartupProbes(facts)) {
+    if (probe == StartupProbe::kCoScheduling) {
+      SYMMAR_CHECK(probeCoScheduling());
+      continue;
+    }
+    bool broken = false;
+    SYMMAR_CHECK(probePeerAccess(&broken));
+    if (!broken) continue;
+    // The same verdict on every rank: rebuild the heap in host memory.
+    heap_.release();
+    useHostStaging();
+    SYMMAR_CHECK(buildHeap());
+    const symmarResult_t local = initPad();
+    int bad = -1;
+    SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
+    if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+  }
+  return symmarSuccess;
+}
+
+std::vector<bool> CudaBackend::onMyGpu() const {
+  const RankInfo& self = topo_.ranks[static_cast<size_t>(ctx_.rank)];
+  std::vector<bool> same;
+  for (const RankInfo& r : topo_.ranks) same.push_back(std::memcmp(r.uuid, self.uuid, sizeof(self.uuid)) == 0);
+  return same;
 }
 
 }  // namespace gpu

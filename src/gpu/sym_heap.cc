@@ -221,11 +221,16 @@ symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t
   return symmarSuccess;
 }
 
-void SymmetricHeap::releaseMulticast() {
+void SymmetricHeap::releaseMulticast(bool unbind) {
   if (!drv_) return;
   if (mc_mapped_) drv_->cuMemUnmap(mc_va_, mc_size_);
   if (mc_va_) drv_->cuMemAddressFree(mc_va_, mc_size_);
-  if (mc_bound_) drv_->cuMulticastUnbind(mc_handle_, cu_dev_, 0, mc_size_);
+  // Unbinding takes this rank's memory out of the object under every peer's multimem accesses. After
+  // a failure a peer's kernel may still be issuing them (its waits are bounded, not yet over), and it
+  // would fault instead of timing out. Then the handles are only released, and the binding ends
+  // with the object itself, when its last holder (the last peer) releases it. A barrier with the
+  // peers before the unbind would do too, but would cost a dead peer's whole timeout at destroy.
+  if (mc_bound_ && unbind) drv_->cuMulticastUnbind(mc_handle_, cu_dev_, 0, mc_size_);
   if (mc_handle_) drv_->cuMemRelease(mc_handle_);
   mc_mapped_ = mc_bound_ = false;
   mc_va_ = 0;
@@ -233,9 +238,9 @@ void SymmetricHeap::releaseMulticast() {
   mc_ptr_ = nullptr;
 }
 
-void SymmetricHeap::release() {
+void SymmetricHeap::release(bool comm_failed) {
   if (!drv_) return;
-  releaseMulticast();
+  releaseMulticast(!comm_failed);
   for (size_t r = 0; r < handles_.size(); ++r) {
     if (mapped_[r]) drv_->cuMemUnmap(va_ + static_cast<CUdeviceptr>(r) * size_, size_);
     if (handles_[r]) drv_->cuMemRelease(handles_[r]);

@@ -35,11 +35,13 @@ class SymmetricHeap {
   char* multicastBase() const { return mc_ptr_; }
   bool multicast() const { return mc_ptr_ != nullptr; }
   size_t size() const { return size_; }
-  void release();
+  /// Unmaps and releases everything. comm_failed: peers may still run kernels that reach this
+  /// rank's staging through multicast, so its memory stays bound (see releaseMulticast).
+  void release(bool comm_failed = false);
 
  private:
   symmarResult_t setupMulticast(const BackendContext& ctx, uint64_t nonce, int timeout_ms);
-  void releaseMulticast();
+  void releaseMulticast(bool unbind = true);
 
   const DriverApi* drv_ = nullptr;
   int device_ = -1;

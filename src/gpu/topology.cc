@@ -18,33 +18,43 @@ namespace symmar {
 namespace gpu {
 namespace {
 
-/// How CUDA in this process says it reaches a peer's GPU (kLinkNotSeen when that GPU is not
-/// visible here). NVLink versus PCIe comes from native P2P atomics, which NVLink provides and PCIe
-/// peer links in practice do not (good enough to pick a table row).
-PeerLink cudaLinkTo(int device, const RankInfo& peer) {
+/// What CUDA in this process says about a peer's GPU (seen false when that GPU is not visible
+/// here, CUDA_VISIBLE_DEVICES).
+CudaPeerView cudaPeerView(int device, const RankInfo& peer) {
+  CudaPeerView view;
   int peer_dev = -1;
   if (cudaDeviceGetByPCIBusId(&peer_dev, peer.bus_id) != cudaSuccess) {
     cudaGetLastError();
-    return kLinkNotSeen;  // not visible in this process (CUDA_VISIBLE_DEVICES)
+    return view;
   }
+  view.seen = true;
   int access = 0;
   int atomics = 0;
-  if (cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, device, peer_dev) != cudaSuccess ||
-      cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer_dev) != cudaSuccess) {
+  if (cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, device, peer_dev) != cudaSuccess) {
     cudaGetLastError();
-    return kLinkNone;
+    return view;  // no answer: no peer access
   }
-  if (!access) return kLinkNone;
-  return atomics ? kLinkNvLink : kLinkPcie;
+  if (cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer_dev) != cudaSuccess) {
+    cudaGetLastError();
+    atomics = 0;
+  }
+  view.access = access != 0;
+  view.native_atomics = atomics != 0;
+  return view;
 }
 
-/// How this rank reaches a peer's GPU, by UUID and PCI bus id (never by ordinal): CUDA's answer
-/// when the peer's GPU is visible here, NVML's when it is not (one visible GPU per process).
-PeerLink linkTo(int device, const RankInfo& self, const RankInfo& peer) {
-  const bool same = std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0;
-  if (same) return kLinkSameGpu;
-  const PeerLink seen = cudaLinkTo(device, peer);
-  return chooseLink(false, seen, seen == kLinkNotSeen ? nvmlLinkBetween(self.bus_id, peer.bus_id) : kLinkNotSeen);
+/// How this rank reaches rank `r`'s GPU, by UUID and PCI bus id (never by ordinal): chooseLink over
+/// what CUDA and NVML each say, both logged per pair.
+PeerLink linkTo(int device, const RankInfo& self, int r, const RankInfo& peer) {
+  if (std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0) return kLinkSameGpu;
+  const CudaPeerView cuda = cudaPeerView(device, peer);
+  const PeerLink nvml = nvmlLinkBetween(self.bus_id, peer.bus_id);
+  const PeerLink link = chooseLink(false, cuda, nvml);
+  SYMMAR_INFO(kSubsysGpu, "link to rank %d (GPU %s): CUDA %s, native P2P atomics %s; NVML %s; taken as %s", r,
+              peer.bus_id, !cuda.seen ? "does not see it" : cuda.access ? "peer access" : "no peer access",
+              !cuda.seen ? "-" : cuda.native_atomics ? "yes" : "no",
+              nvml == kLinkNotSeen ? "no answer" : peerLinkName(nvml), peerLinkName(link));
+  return link;
 }
 
 symmarResult_t describeSelf(int device, RankInfo* info) {
@@ -139,7 +149,7 @@ symmarResult_t probeTopology(const BackendContext& ctx, int device, Topology* ou
   for (int r = 0; r < world; ++r) {
     const RankInfo& peer = out->ranks[static_cast<size_t>(r)];
     if (r == rank || peer.host_hash != self.host_hash) continue;
-    PeerLink l = linkTo(device, self, peer);
+    const PeerLink l = linkTo(device, self, r, peer);
     if (l != kLinkNotSeen) worst = worst == kLinkNotSeen ? l : std::min<int32_t>(worst, l);
   }
   // Second round: every rank's worst link, so all ranks derive the same comm-wide answer.

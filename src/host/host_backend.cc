@@ -114,6 +114,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   // Across hosts every chunk pays a round trip through the inter-host engine: fewer, larger ones.
   if (!local) b->chunk_cap_ = std::max(b->chunk_cap_, kInterHostChunkBytes);
   b->epoch_ = ctx.settings.epoch_start;
+  b->lamport_calls_ = ctx.settings.epoch_start;  // so that a test can start near lamport's wrap too
   b->srcs_.resize(ctx.nranks);
   // Busy polling pays only while every rank has a core: count the ranks on this machine (simulated
   // hosts share one).

@@ -117,7 +117,8 @@ class HostBackend : public Backend {
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
   std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece
-  uint32_t lamport_calls_ = 0;     // lamport calls completed: the buffer in use rotates with it
+  uint32_t lamport_calls_ = 0;     // lamport calls completed (wrapping; seeded by SYMMAR_EPOCH_START)
+  int lamport_buf_ = 0;            // the lamport buffer the next call writes, advanced mod kLamportBuffers
   std::string broken_;  // why a mismatched lamport or inter-host call left the comm unusable ("" if none)
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };

@@ -6,7 +6,8 @@
 // pattern and reduces the slots in rank order. Spinning on the two marks rather than on each data
 // word keeps the reader off the cache lines the writer is still filling. Three buffers rotate; a
 // call clears the buffer its previous call read, which no peer writes again before this rank's
-// next call has published its data (that publication orders the clear first).
+// next call has published its data (that publication orders the clear first). The ring index is
+// kept apart from the wrapping call number: 2^32 is no multiple of 3.
 #include <cstdint>
 #include <cstring>
 
@@ -40,7 +41,7 @@ bool empty(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE) == s
 }  // namespace
 
 bool HostBackend::lamportStarted(int peer) const {
-  return !empty(heap_->lamportSlot(rank_, static_cast<int>(lamport_calls_ % sched::kLamportBuffers), peer) + kHeaderWord + 3);
+  return !empty(heap_->lamportSlot(rank_, lamport_buf_, peer) + kHeaderWord + 3);
 }
 
 symmarResult_t HostBackend::runLamport(const Call& c) {
@@ -53,9 +54,9 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     return fail(symmarUnsupported, "lamport serves messages of at most %zu bytes (this one: %zu)",
                 sched::kLamportMaxBytes, bytes);
   }
-  const uint32_t call = lamport_calls_;
-  const int buf = static_cast<int>(call % sched::kLamportBuffers);
-  const int prev = static_cast<int>((call + sched::kLamportBuffers - 1) % sched::kLamportBuffers);
+  const uint32_t call = lamport_calls_;  // wraps: only compared for equality (the signature)
+  const int buf = lamport_buf_;
+  const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
   const size_t words = (bytes + 3) / 4;
   const size_t trailer = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
   uint32_t sig[4];
@@ -123,6 +124,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     for (int k = 0; k < 4; ++k) slot[kHeaderWord + k] = sched::kLamportEmpty;
   }
   lamport_used_[buf] = trailer + 4;
+  lamport_buf_ = (buf + 1) % sched::kLamportBuffers;
   lamport_calls_ = call + 1;
   return acrossHosts(c, symmarAlgoLamport, 0, c.count, nullptr);
 }

@@ -40,6 +40,7 @@ EmuComm::EmuComm(const EmuOptions& o)
     for (uint32_t& e : state->start_epoch) e = o.epoch_start;
     state->end_epoch = o.epoch_start;
     state->done_count = 0;
+    state->lamport_calls = o.epoch_start;
     states_.push_back(std::move(state));
   }
   status_.resize(static_cast<size_t>(o.world));
@@ -88,23 +89,33 @@ gpu::LaunchContext EmuComm::context(int r) const {
   ctx.timeout_ns = static_cast<long long>(o_.timeout_ms) * 1000000;
   ctx.max_blocks = o_.blocks;
   ctx.bytes_per_block = o_.bytes_per_block;
+  ctx.lamport_bytes_per_block = o_.bytes_per_block;
   return ctx;
 }
 
-bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
+Launch EmuComm::launchOf(int r, const EmuCall& call) const {
   const void* kernel = gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast);
-  if (!kernel) return false;
+  const gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
+                                                call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
+  return Launch{kernel, kernel ? gpu::gridFor(context(r), call.count, call.dtype, call.algo) : 0, a, nullptr,
+                gpu::threadsFor(call.algo)};
+}
+
+Launch EmuComm::addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot) const {
+  int grid = 1;
+  const gpu::KernelArgs a = gpu::makeAddRmsNormArgs(context(r), c, &grid);
+  if (gpu::addRmsNormRowsPerChunk(context(r), c, two_shot) == 0) grid = 0;
+  return Launch{gpu::addRmsNormKernel(c.dtype, two_shot), grid, a};
+}
+
+bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
+  if (!gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast)) return false;
   std::vector<int> ranks = launching;
   if (ranks.empty()) {
     for (int r = 0; r < o_.world; ++r) ranks.push_back(r);
   }
   std::vector<Launch> launches;
-  for (int r : ranks) {
-    gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
-                                            call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
-    launches.push_back(Launch{kernel, gpu::gridFor(context(r), call.count, call.dtype), a, nullptr,
-                              gpu::threadsFor(call.algo)});
-  }
+  for (int r : ranks) launches.push_back(launchOf(r, call));
   runConcurrently(launches);
   return true;
 }
@@ -112,11 +123,8 @@ bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
 bool EmuComm::runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot) {
   std::vector<Launch> launches;
   for (int r = 0; r < o_.world; ++r) {
-    const AddRmsNormCall& c = calls[static_cast<size_t>(r)];
-    if (gpu::addRmsNormRowsPerChunk(context(r), c, two_shot) == 0) return false;
-    int grid = 1;
-    const gpu::KernelArgs a = gpu::makeAddRmsNormArgs(context(r), c, &grid);
-    launches.push_back(Launch{gpu::addRmsNormKernel(c.dtype, two_shot), grid, a});
+    launches.push_back(addRmsNormLaunchOf(r, calls[static_cast<size_t>(r)], two_shot));
+    if (launches.back().blocks == 0) return false;
   }
   runConcurrently(launches);
   return true;

@@ -56,6 +56,14 @@ class EmuComm {
   /// Builds each rank's KernelArgs with gpu::makeKernelArgs and grid with gpu::gridFor, and runs
   /// the ranks in `launching` (all when empty) concurrently. False when no kernel serves the call.
   bool run(const EmuCall& call, const std::vector<int>& launching = {});
+  /// Rank r's launch of call (its KernelArgs as run() builds them), for launchOn.
+  Launch launchOf(int r, const EmuCall& call) const;
+  /// Rank r's launch of the fused call c (form: one-shot or two-shot); blocks 0 when a row does not fit.
+  Launch addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot) const;
+  /// Runs rank r's launch on rank r's own lane and returns when its kernel has finished, as a
+  /// stream would: called from a thread per rank, ranks run their calls back to back, each at its
+  /// own pace, with no join between calls.
+  void launchOn(int r, const Launch& launch) const { runOnLane(r, launch); }
   /// Runs the fused allreduce + residual add + RMSNorm, calls[r] being rank r's; false when a row
   /// does not fit the staging buffer.
   bool runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot);

@@ -190,13 +190,41 @@ TEST(LamportFailure, ARankThatNeverWritesTimesOutTheOthers) {
     EXPECT_EQ(comm.status(r)[0], symmarTimeout) << "rank " << r;
     EXPECT_EQ(comm.status(r)[1], 2) << "rank " << r << " names the rank that never wrote";
   }
-  // The failure is sticky: a replay with every rank launching writes no output.
+  // The failure is sticky: a replay with every rank launching reads nothing and writes NaN over its
+  // output (the 1,000 elements of the call, nothing after them).
   for (auto& b : buf) std::memset(b.data(), 0x5a, b.size());
   ASSERT_TRUE(comm.run(c));
   for (int r = 0; r < 3; ++r) {
     EXPECT_NE(comm.status(r)[0], 0) << "rank " << r;
-    for (unsigned char x : buf[static_cast<size_t>(r)]) ASSERT_EQ(x, 0x5a) << "rank " << r << " wrote after the failure";
+    const std::vector<char>& b = buf[static_cast<size_t>(r)];
+    for (size_t i = 0; i < 1000; ++i) {
+      uint32_t w;
+      std::memcpy(&w, b.data() + 4 * i, 4);
+      ASSERT_EQ(w, 0x7fc00000u) << "rank " << r << " element " << i << " is not NaN after the failure";
+    }
+    for (size_t i = 4000; i < b.size(); ++i) ASSERT_EQ(static_cast<unsigned char>(b[i]), 0x5a) << "rank " << r;
   }
+}
+
+// The call number that the header carries is 32 bits and wraps; the buffer ring must not follow it
+// (2^32 is no multiple of 3: call 2^32-1 and the wrapped call 0 would share a buffer, and the
+// latter would sum the former's uncleared vectors). Every rank starts 4 calls before the wrap;
+// every call has different data, and barrier calls come in between.
+TEST(LamportProtocol, CallNumberWrapsPastTwoToThe32) {
+  EmuOptions o;
+  o.world = 3;
+  o.multicast = false;
+  o.timeout_ms = 5000;
+  EmuComm comm(o);
+  for (int r = 0; r < 3; ++r) comm.state(r).lamport_calls = UINT32_MAX - 3;
+  CallRunner run(comm);
+  int lamport = 0;
+  for (int n = 0; n < 12; ++n) {
+    const symmarAlgo_t algo = n % 4 == 3 ? symmarAlgoTwoShot : symmarAlgoLamport;
+    ASSERT_EQ(run.call(algo, symmarFloat32, symmarSum, n % 2 ? 1000 : 37, false, n), "") << "call " << n;
+    lamport += algo == symmarAlgoLamport;
+  }
+  EXPECT_EQ(comm.state(0).lamport_calls, static_cast<uint32_t>(UINT32_MAX - 3 + lamport));
 }
 
 // Rank 1 calls with twice rank 0's count: no rank may return success for that call.

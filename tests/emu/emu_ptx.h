@@ -23,21 +23,28 @@ constexpr std::memory_order kReleaseOrder = std::memory_order_release;
 constexpr std::memory_order kAcquireOrder = std::memory_order_acquire;
 #endif
 
-inline void st_release_sys(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, kReleaseOrder); }
+inline void st_release_sys(uint32_t* p, uint32_t v) {
+  ::symmar::emu::checkAligned(p, 4, "flag store");
+  std::atomic_ref<uint32_t>(*p).store(v, kReleaseOrder);
+}
 inline uint32_t ld_acquire_sys(const uint32_t* p) {
+  ::symmar::emu::checkAligned(p, 4, "flag load");
+  ::symmar::emu::acquireHook(p);
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(kAcquireOrder);
 }
 inline void st_relaxed_sys_u64(uint64_t* p, uint64_t v) {
+  ::symmar::emu::checkAligned(p, 8, "64-bit store");
   std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_relaxed);
 }
 inline uint64_t ld_relaxed_sys_u64(const uint64_t* p) {
+  ::symmar::emu::checkAligned(p, 8, "64-bit load");
   return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_relaxed);
 }
 inline void st_status(volatile int* p, int v) {
   std::atomic_ref<int>(*const_cast<int*>(p)).store(v, std::memory_order_relaxed);
 }
-inline int ld_status(const volatile int* p) {
-  return std::atomic_ref<int>(*const_cast<int*>(p)).load(std::memory_order_relaxed);
+inline uint32_t ld_volatile_u32(const uint32_t* p) {
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 }
 inline long long globaltimer() { return ::symmar::emu::clockNanos(); }
 /// The unicast and multicast views are the same host memory here: nothing to order.
@@ -46,11 +53,13 @@ inline void fence_proxy_alias() {}
 /// lies inside one 32-bit word), and ThreadSanitizer sees no plain race on data the protocol reads
 /// while peers write it.
 inline void st_volatile_vec(void* p, uint4 v) {
+  ::symmar::emu::checkAligned(p, 16, "16-byte lamport store");
   uint32_t* w = static_cast<uint32_t*>(p);
   const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
   for (int i = 0; i < 4; ++i) std::atomic_ref<uint32_t>(w[i]).store(lanes[i], std::memory_order_relaxed);
 }
 inline uint4 ld_volatile_vec(const void* p) {
+  ::symmar::emu::checkAligned(p, 16, "16-byte lamport load");
   uint32_t* w = static_cast<uint32_t*>(const_cast<void*>(p));
   uint4 v;
   v.x = std::atomic_ref<uint32_t>(w[0]).load(std::memory_order_relaxed);
@@ -63,6 +72,7 @@ inline uint4 ld_volatile_vec(const void* p) {
 inline void griddep_wait() { ::symmar::emu::gridDependencyWait(); }
 inline void griddep_launch_dependents() {}
 inline uint4 ld_vec(const void* p) {
+  ::symmar::emu::checkAligned(p, 16, "16-byte load");
   uint4 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
@@ -105,6 +115,7 @@ struct multimem {
   using L = emu_detail::Lanes<Tag>;
   static constexpr int kLanes = 16 / sizeof(typename L::Bits);
   static uint4 ld_reduce(const void* mc) {
+    ::symmar::emu::checkAligned(mc, 16, "multimem.ld_reduce");
     const std::vector<char*> targets = ::symmar::emu::unicastTargets(mc);
     float acc[kLanes];
     for (size_t r = 0; r < targets.size(); ++r) {
@@ -122,6 +133,7 @@ struct multimem {
     return v;
   }
   static void st(void* mc, uint4 v) {
+    ::symmar::emu::checkAligned(mc, 16, "multimem.st");
     for (char* target : ::symmar::emu::unicastTargets(mc)) std::memcpy(target, &v, sizeof(v));
   }
 };

@@ -43,6 +43,42 @@ ThreadContext& threadContext() {
   return ctx;
 }
 
+std::memory_order atomicOrder() {
+  ThreadContext& ctx = threadContext();
+  const bool fenced = ctx.fenced;
+  ctx.fenced = false;
+  return fenced ? std::memory_order_release : std::memory_order_relaxed;
+}
+
+void noteAtomic(void* word) { threadContext().last_atomic = word; }
+
+void noteFence() {
+  ThreadContext& ctx = threadContext();
+  if (ctx.last_atomic) {
+    // Every word the kernels use atomics on is 32-bit.
+    (void)std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(ctx.last_atomic)).load(std::memory_order_acquire);
+    ctx.last_atomic = nullptr;
+  }
+  ctx.fenced = true;
+}
+
+namespace {
+std::atomic<AcquireHook> g_acquire_hook{nullptr};
+}  // namespace
+
+void setAcquireHook(AcquireHook hook) { g_acquire_hook.store(hook); }
+
+void acquireHook(const uint32_t* flag) {
+  if (AcquireHook h = g_acquire_hook.load(std::memory_order_relaxed)) h(flag);
+}
+
+void checkAligned(const void* p, size_t align, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) {
+    fprintf(stderr, "emulator: misaligned %s at %p (needs %zu-byte alignment)\n", what, p, align);
+    std::abort();
+  }
+}
+
 long long clockNanos() {
   std::this_thread::yield();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -184,36 +220,55 @@ void gridDependencyWait() {
   gate().cv.wait(lock, [] { return !gate().closed; });
 }
 
-void runConcurrently(const std::vector<Launch>& launches) {
+namespace {
+
+/// Appends one job per emulated thread of l's grid (and the grid's blocks to `blocks`).
+void addJobs(const Launch& l, std::vector<std::unique_ptr<BlockContext>>* blocks,
+             std::vector<std::function<void()>>* jobs) {
   using Kernel = void (*)(gpu::KernelArgs);
   using ProbeKernel = void (*)(gpu::ProbeArgs);
-  std::vector<std::unique_ptr<BlockContext>> blocks;
-  std::vector<std::function<void()>> jobs;
-  for (const Launch& l : launches) {
-    const Kernel kernel = reinterpret_cast<Kernel>(const_cast<void*>(l.kernel));
-    for (int b = 0; b < l.blocks; ++b) {
-      blocks.push_back(std::make_unique<BlockContext>(l.threads));
-      BlockContext* block = blocks.back().get();
-      for (int t = 0; t < l.threads; ++t) {
-        jobs.emplace_back([=] {
-          ThreadContext& ctx = threadContext();
-          ctx.thread_idx = Dim3{static_cast<unsigned>(t), 0, 0};
-          ctx.block_idx = Dim3{static_cast<unsigned>(b), 0, 0};
-          ctx.block_dim = Dim3{static_cast<unsigned>(l.threads), 1, 1};
-          ctx.grid_dim = Dim3{static_cast<unsigned>(l.blocks), 1, 1};
-          ctx.block = block;
-          if (l.probe) {
-            reinterpret_cast<ProbeKernel>(const_cast<void*>(l.kernel))(*l.probe);
-          } else {
-            kernel(l.args);
-          }
-          block->barrier.leave();
-          ctx.block = nullptr;
-        });
-      }
+  const Kernel kernel = reinterpret_cast<Kernel>(const_cast<void*>(l.kernel));
+  for (int b = 0; b < l.blocks; ++b) {
+    blocks->push_back(std::make_unique<BlockContext>(l.threads));
+    BlockContext* block = blocks->back().get();
+    for (int t = 0; t < l.threads; ++t) {
+      jobs->emplace_back([=] {
+        ThreadContext& ctx = threadContext();
+        ctx.thread_idx = Dim3{static_cast<unsigned>(t), 0, 0};
+        ctx.block_idx = Dim3{static_cast<unsigned>(b), 0, 0};
+        ctx.block_dim = Dim3{static_cast<unsigned>(l.threads), 1, 1};
+        ctx.grid_dim = Dim3{static_cast<unsigned>(l.blocks), 1, 1};
+        ctx.block = block;
+        ctx.fenced = false;
+        ctx.last_atomic = nullptr;
+        if (l.probe) {
+          reinterpret_cast<ProbeKernel>(const_cast<void*>(l.kernel))(*l.probe);
+        } else {
+          kernel(l.args);
+        }
+        block->barrier.leave();
+        ctx.block = nullptr;
+      });
     }
   }
+}
+
+}  // namespace
+
+void runConcurrently(const std::vector<Launch>& launches) {
+  std::vector<std::unique_ptr<BlockContext>> blocks;
+  std::vector<std::function<void()>> jobs;
+  for (const Launch& l : launches) addJobs(l, &blocks, &jobs);
   pool().run(jobs);
+}
+
+void runOnLane(int lane, const Launch& launch) {
+  static WorkerPool lanes[kMaxLanes];
+  if (lane < 0 || lane >= kMaxLanes) std::abort();
+  std::vector<std::unique_ptr<BlockContext>> blocks;
+  std::vector<std::function<void()>> jobs;
+  addJobs(launch, &blocks, &jobs);
+  lanes[lane].run(jobs);
 }
 
 }  // namespace emu

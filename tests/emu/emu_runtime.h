@@ -53,6 +53,8 @@ struct BlockContext {
 struct ThreadContext {
   Dim3 thread_idx, block_idx, block_dim, grid_dim;
   BlockContext* block = nullptr;
+  bool fenced = false;           ///< a fence since this thread's last atomic (atomicOrder)
+  void* last_atomic = nullptr;   ///< the word of this thread's last atomic, until a fence acquires it
 };
 ThreadContext& threadContext();
 
@@ -98,6 +100,30 @@ struct Launch {
 /// Runs every launch's grid concurrently (as ranks' kernels run at once on their GPUs) and
 /// returns when every emulated thread has exited.
 void runConcurrently(const std::vector<Launch>& launches);
+/// Runs one grid on lane `lane`'s own threads and returns when it has finished: several lanes may
+/// run at once, each from a thread of its own (one lane per rank: a rank's stream, whose kernels
+/// run one after another while other ranks' run on, no join between calls). Lanes 0..kMaxLanes-1.
+constexpr int kMaxLanes = 16;
+void runOnLane(int lane, const Launch& launch);
+
+/// Test hook: called with the address of every acquire load of a flag (ptx::ld_acquire_sys) before
+/// the load; nullptr (the default) for none. It may block, to hold a rank at a chosen flag.
+using AcquireHook = void (*)(const uint32_t* flag);
+void setAcquireHook(AcquireHook hook);
+void acquireHook(const uint32_t* flag);
+
+/// Aborts with a message unless p is aligned to `align` bytes: the GPU faults on a misaligned
+/// access (cudaErrorMisalignedAddress), where x86 would quietly forgive it.
+void checkAligned(const void* p, size_t align, const char* what);
+
+/// CUDA's atomics are relaxed: ordering comes from a fence before the signalling atomic and one
+/// after the observing one. The emulator models that pairing, because ThreadSanitizer ignores
+/// std::atomic_thread_fence: an atomic is a release when its thread issued __threadfence since its
+/// previous atomic (atomicOrder), and a fence right after an atomic acquires that atomic's word
+/// (noteFence). A missing fence then shows as a data race.
+std::memory_order atomicOrder();
+void noteAtomic(void* word);
+void noteFence();
 
 }  // namespace emu
 }  // namespace symmar
@@ -123,25 +149,31 @@ void runConcurrently(const std::vector<Launch>& launches);
 #endif
 
 inline void __syncthreads() { ::symmar::emu::threadContext().block->barrier.wait(); }
-// ThreadSanitizer does not model fences, so under it they are left out: no ordering between the
-// emulated threads may rest on a fence alone (flags, barriers and atomics carry it), and a clean
-// ThreadSanitizer run shows that the kernels' ordering holds without them.
-#if defined(__SANITIZE_THREAD__)
-inline void __threadfence() {}
-inline void __threadfence_system() {}
-#else
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-#endif
-inline unsigned atomicAdd(unsigned* p, unsigned v) {
-  return std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_acq_rel);
+// A fence orders through the next atomic of its thread (atomicOrder): ThreadSanitizer does not
+// model std::atomic_thread_fence, so that pairing is what carries a fence's ordering here.
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ::symmar::emu::noteFence();
 }
-inline int atomicExch(int* p, int value) { return std::atomic_ref<int>(*p).exchange(value, std::memory_order_acq_rel); }
+inline void __threadfence_system() { __threadfence(); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = std::atomic_ref<unsigned>(*p).fetch_add(v, ::symmar::emu::atomicOrder());
+  ::symmar::emu::noteAtomic(p);
+  return old;
+}
+inline int atomicExch(int* p, int value) {
+  const int old = std::atomic_ref<int>(*p).exchange(value, ::symmar::emu::atomicOrder());
+  ::symmar::emu::noteAtomic(p);
+  return old;
+}
 inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
-  std::atomic_ref<unsigned>(*p).compare_exchange_strong(compare, value, std::memory_order_acq_rel);
+  const std::memory_order order = ::symmar::emu::atomicOrder();
+  std::atomic_ref<unsigned>(*p).compare_exchange_strong(compare, value, order, std::memory_order_relaxed);
+  ::symmar::emu::noteAtomic(p);
   return compare;  // the old value, as CUDA's atomicCAS returns it
 }
 [[noreturn]] inline void __trap() { std::abort(); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 inline float __uint_as_float(uint32_t b) {
   float f;
   std::memcpy(&f, &b, sizeof(f));

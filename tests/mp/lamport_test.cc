@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -97,6 +99,41 @@ TEST(HostLamportProtocol, ThousandCallsRotateTheBuffers) {
     EXPECT_EQ(errors[r], 0) << "rank " << r;
     symmarCommDestroy(comms[r]);
   }
+}
+
+// The lamport call number is 32 bits and wraps; 2^32 is no multiple of 3, so a buffer index taken
+// from it would put the wrapped call 0 into the buffer call 2^32-1 has just filled (and clear the
+// wrong one before). Ranks start 6 lamport calls before the wrap, with barrier calls in between and
+// different data in every call.
+TEST(HostLamportProtocol, CallNumberWrapsPastTwoToThe32) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  const int world = 3;
+  auto status = mp::runForked(world, [&](int rank) {
+    setenv("SYMMAR_EPOCH_START", "4294967290", 1);
+    symmarConfig_t cfg = lamportConfig(20000);
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 1;
+    int bad = 0;
+    std::vector<float> buf(1000);
+    for (int n = 0; n < 24 && bad == 0; ++n) {
+      const symmarAlgo_t algo = n % 5 == 4 ? symmarAlgoOneShot : symmarAlgoLamport;
+      const size_t count = n % 2 ? 1000 : 37;
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((i * 5 + n * 3 + rank * 7) % 23) - 11.0f;
+      if (symmarAllReduceAlgo(buf.data(), buf.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr) !=
+          symmarSuccess) {
+        fprintf(stderr, "rank %d call %d: %s\n", rank, n, symmarGetLastError(comm));
+        return 1000;
+      }
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += static_cast<float>((i * 5 + n * 3 + r * 7) % 23) - 11.0f;
+        bad += buf[i] != want;
+      }
+    }
+    return bad + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
 TEST(HostLamportFailure, AMismatchedCallSucceedsOnNoRank) {

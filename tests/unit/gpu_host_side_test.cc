@@ -243,12 +243,12 @@ TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
 // One visible GPU per process (CUDA_VISIBLE_DEVICES per rank): CUDA cannot see the peer's GPU, and
 // the link must come from NVML by PCI bus id instead of dropping the symmetric kernels.
 TEST(GpuTopology, PeersInvisibleToCudaAreFoundThroughNvml) {
-  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNvLink), kLinkNvLink);
-  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkPcie), kLinkPcie);
-  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNone), kLinkNone);
-  EXPECT_EQ(chooseLink(false, kLinkNotSeen, kLinkNotSeen), kLinkNotSeen) << "neither knows: unknown stays unknown";
-  EXPECT_EQ(chooseLink(false, kLinkPcie, kLinkNvLink), kLinkPcie) << "CUDA's own answer wins when it has one";
-  EXPECT_EQ(chooseLink(true, kLinkNotSeen, kLinkNotSeen), kLinkSameGpu) << "same UUID: the same GPU";
+  const CudaPeerView unseen;
+  EXPECT_EQ(chooseLink(false, unseen, kLinkNvLink), kLinkNvLink);
+  EXPECT_EQ(chooseLink(false, unseen, kLinkPcie), kLinkPcie);
+  EXPECT_EQ(chooseLink(false, unseen, kLinkNone), kLinkNone);
+  EXPECT_EQ(chooseLink(false, unseen, kLinkNotSeen), kLinkNotSeen) << "neither knows: unknown stays unknown";
+  EXPECT_EQ(chooseLink(true, unseen, kLinkNotSeen), kLinkSameGpu) << "same UUID: the same GPU";
   // And the comm-wide classification then enables the kernels on NVLink.
   Topology t = classify({rankInfo(0, 7, 0, kLinkNvLink), rankInfo(1, 7, 0, kLinkNvLink)});
   EXPECT_TRUE(t.peer_access);

@@ -1,0 +1,33 @@
+#include "gpu/startup_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace symmar {
+namespace gpu {
+
+bool usePdl(bool requested, int cc_major) { return requested && cc_major >= 9; }
+
+int residentGridsPerRank(bool pdl, bool devices_repeat) { return pdl && devices_repeat ? 2 : 1; }
+
+int coResidentBlocks(int multiprocessors, const std::vector<int>& blocks_per_sm, int grids_on_device,
+                     int max_blocks) {
+  int per_sm = 1;
+  if (!blocks_per_sm.empty()) per_sm = std::max(1, *std::min_element(blocks_per_sm.begin(), blocks_per_sm.end()));
+  // In 64 bits: a large occupancy answer times the multiprocessors must not overflow.
+  const int64_t resident = int64_t{std::max(multiprocessors, 1)} * per_sm / std::max(grids_on_device, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(resident, std::max(max_blocks, 1))));
+}
+
+bool wantOwnNccl(bool host_stage, bool devices_repeat) { return !host_stage && !devices_repeat; }
+
+std::vector<StartupProbe> planStartupProbes(const ProbeFacts& f) {
+  std::vector<StartupProbe> plan;
+  if (!f.have_heap) return plan;  // no shared heap: no symmetric kernels, nothing to probe
+  if (f.p2p == kP2pProbe && f.peer_access && f.link == symmarLinkPcie) plan.push_back(StartupProbe::kPeerAccess);
+  if (f.devices_repeat && (f.peer_access || f.host_staged)) plan.push_back(StartupProbe::kCoScheduling);
+  return plan;
+}
+
+}  // namespace gpu
+}  // namespace symmar

@@ -1,0 +1,107 @@
+// Failures that need ranks out of step: a rank held at a chosen flag (the emulator's acquire hook)
+// while its peer times out, gives up and reuses its buffers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "emu/emu_check.h"
+#include "emu/emu_comm.h"
+
+namespace symmar {
+namespace emu {
+namespace {
+
+std::atomic<const uint32_t*> g_hold_at{nullptr};
+std::atomic<bool> g_released{false};
+
+/// Holds every acquire load of g_hold_at until the test releases it.
+void holdAtFlag(const uint32_t* flag) {
+  if (flag != g_hold_at.load()) return;
+  while (!g_released.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// One-shot; rank 0's input lives in the symmetric heap, so rank 1 reads it in place. Rank 1 has
+// published its start flag and is held before it looks at rank 0's. Rank 0 meets rank 1's flag,
+// then waits for rank 1's done flag (its input is read in place), times out and ends its kernel;
+// its stream reuses the input. Released, rank 1 finds rank 0's start flag, which rank 0 published
+// before giving up, and reads the reused input: that call must fail on rank 1 too, not succeed.
+TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
+  EmuOptions o;
+  o.world = 2;
+  o.blocks = 1;
+  o.multicast = false;
+  EmuComm comm(o);
+  constexpr size_t kCount = 512;
+  char* sym = comm.symmetricAlloc(kCount * 4)[0];
+  std::vector<char> send1(kCount * 4), recv0(kCount * 4), recv1(kCount * 4);
+  fillInput(symmarFloat32, sym, kCount, 0, 0);
+  fillInput(symmarFloat32, send1.data(), kCount, 1, 0);
+  EmuCall c{symmarAlgoOneShot, symmarFloat32, symmarSum, kCount, {sym, send1.data()}, {recv0.data(), recv1.data()}};
+  Launch l0 = comm.launchOf(0, c);
+  ASSERT_NE(l0.args.send_offset, gpu::kStagedInput) << "rank 0's input must be read in place";
+  l0.args.timeout_ns = 100 * 1000000ll;
+  const Launch l1 = comm.launchOf(1, c);
+  ASSERT_EQ(l1.args.send_offset, gpu::kStagedInput);
+
+  // Rank 1's line for rank 0's start flag (block 0).
+  const char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
+  g_hold_at = reinterpret_cast<const uint32_t*>(pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart));
+  g_released = false;
+  setAcquireHook(holdAtFlag);
+  std::thread rank1([&] { comm.launchOn(1, l1); });
+  comm.launchOn(0, l0);
+  EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "rank 0 gave up waiting for rank 1's done flag";
+  for (size_t i = 0; i < kCount; ++i) storeAs(symmarFloat32, sym, i, 1e6);  // rank 0's stream reuses its input
+  g_released.store(true, std::memory_order_release);
+  rank1.join();
+  setAcquireHook(nullptr);
+  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 reduced rank 0's abandoned input and reported success";
+  EXPECT_EQ(comm.status(1)[1], 0) << "rank 1 names rank 0";
+}
+
+// After a failure, a fused call (as a replayed graph would make it) writes NaN over all three of
+// its outputs on every rank: residual and norm (bf16 0x7fc0) and the FP8 output (E4M3 0x7f).
+TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
+  EmuOptions o;
+  o.world = 2;
+  o.timeout_ms = 200;
+  o.multicast = false;
+  o.staging_bytes = 64 << 10;
+  EmuComm comm(o);
+  std::vector<char> a(4096), b(4096);
+  EmuCall c{symmarAlgoOneShot, symmarFloat32, symmarSum, 512, {a.data(), b.data()}, {a.data(), b.data()}};
+  ASSERT_TRUE(comm.run(c, {0}));  // rank 1 never comes: rank 0 times out
+  ASSERT_EQ(comm.status(0)[0], symmarTimeout);
+  const size_t tokens = 3, hidden = 100, n = tokens * hidden;
+  std::vector<std::vector<uint16_t>> in(2, std::vector<uint16_t>(n)), res(2, std::vector<uint16_t>(n + 8, 0x1234)),
+      norm = res;
+  std::vector<std::vector<unsigned char>> q(2, std::vector<unsigned char>(n + 8, 0x11));
+  std::vector<uint16_t> gamma(hidden);
+  std::vector<AddRmsNormCall> calls;
+  for (int r = 0; r < 2; ++r) {
+    calls.push_back(AddRmsNormCall{in[r].data(), nullptr, res[r].data(), norm[r].data(), gamma.data(), q[r].data(),
+                                   1.0f, 1e-6f, tokens, hidden, symmarBfloat16});
+  }
+  ASSERT_TRUE(comm.runAddRmsNorm(calls, true));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(comm.status(r)[0], 0) << "rank " << r;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(res[r][i], 0x7fc0) << "rank " << r << " residual " << i;
+      ASSERT_EQ(norm[r][i], 0x7fc0) << "rank " << r << " norm " << i;
+      ASSERT_EQ(q[r][i], 0x7f) << "rank " << r << " fp8 " << i;
+    }
+    for (size_t i = n; i < n + 8; ++i) {
+      ASSERT_EQ(res[r][i], 0x1234) << "rank " << r << ": written past the call";
+      ASSERT_EQ(q[r][i], 0x11) << "rank " << r << ": written past the call";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace emu
+}  // namespace symmar

@@ -1,0 +1,43 @@
+# Mutation check: copies of the kernel sources with one ordering step taken out, each of which the
+# emulator suite (under ThreadSanitizer) must catch. A mutant whose text is no longer found in the
+# sources stops the configuration, so a mutation never silently becomes the unchanged kernel.
+#
+# symmar_emu_mutant(name file "original text" "mutated text")
+function(symmar_emu_mutant name file original mutated)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/mutant_${name})
+  file(GLOB sources RELATIVE ${PROJECT_SOURCE_DIR}/cuda ${PROJECT_SOURCE_DIR}/cuda/*)
+  foreach(f ${sources})
+    configure_file(${PROJECT_SOURCE_DIR}/cuda/${f} ${dir}/cuda/${f} COPYONLY)
+  endforeach()
+  file(READ ${PROJECT_SOURCE_DIR}/cuda/${file} text)
+  string(FIND "${text}" "${original}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "mutant ${name}: \"${original}\" is no longer in cuda/${file}; update tests/emu/mutants.cmake")
+  endif()
+  string(REPLACE "${original}" "${mutated}" text "${text}")
+  file(WRITE ${dir}/cuda/${file} "${text}")
+  symmar_emu_kernels(symmar_emu_kernels_${name} KERNELS ${dir})
+  add_executable(symmar_emu_mutant_${name} emu_allreduce_test.cc emu_drift_test.cc)
+  target_link_libraries(symmar_emu_mutant_${name} PRIVATE symmar_emu_kernels_${name} GTest::gtest_main)
+  add_test(NAME emu_mutant_${name}
+           COMMAND symmar_emu_mutant_${name}
+                   --gtest_filter=Emulated/Kernels.*oneshot_f32_sum*:Emulated/Kernels.*twoshot_f32_sum*:Drift.TwoRanks*)
+  set_tests_properties(emu_mutant_${name} PROPERTIES LABELS emu WILL_FAIL TRUE TIMEOUT 600
+                       ENVIRONMENT SYMMAR_EMU_DRIFT_CALLS=150)
+endfunction()
+
+# The wait on a peer's flag loads it relaxed instead of acquiring it: the peer's data is no longer
+# ordered before this rank's reads of it.
+symmar_emu_mutant(no_acquire common.cuh
+  "return sched::epochReached(ptx::ld_acquire_sys(flag), target);"
+  "return sched::epochReached(ptx::ld_volatile_u32(flag), target);")
+# The block barrier before a start flag is published: other threads' staging writes are no longer
+# ordered before the release that tells peers to read them.
+symmar_emu_mutant(no_syncthreads common.cuh
+  "  const int b = static_cast<int>(blockIdx.x);\n  __syncthreads();\n"
+  "  const int b = static_cast<int>(blockIdx.x);\n")
+# The fence before a block counts itself done: its reads of peers' memory are no longer ordered
+# before the done flag the last block pushes (CUDA's atomics are relaxed).
+symmar_emu_mutant(no_fence_before_done common.cuh
+  "    __threadfence();\n    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);"
+  "    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);")
