@@ -204,6 +204,12 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAllReduce(const SYM
       markAbort(&sh);
     }
   }
+  // A peer that gave up on this call (this rank was late) may have pushed its data before it did:
+  // the values are whole, but no rank may succeed on a call a peer failed.
+  if (t < a.world && t != a.rank && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
+    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+    markAbort(&sh);
+  }
   __syncthreads();
   if (sh.abort) return;  // the comm has failed: nothing more is written, the rotation stops
 

@@ -16,13 +16,22 @@ namespace symmar {
 namespace emu {
 namespace {
 
-std::atomic<const uint32_t*> g_hold_at{nullptr};
+std::atomic<const char*> g_hold_from{nullptr};
+std::atomic<const char*> g_hold_to{nullptr};
 std::atomic<bool> g_released{false};
 
-/// Holds every acquire load of g_hold_at until the test releases it.
-void holdAtFlag(const uint32_t* flag) {
-  if (flag != g_hold_at.load()) return;
+/// Holds every hooked access in [g_hold_from, g_hold_to) until the test releases it.
+void holdInRange(const void* address) {
+  const char* p = static_cast<const char*>(address);
+  if (p < g_hold_from.load() || p >= g_hold_to.load()) return;
   while (!g_released.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void holdAt(const void* from, size_t bytes) {
+  g_released = false;
+  g_hold_from = static_cast<const char*>(from);
+  g_hold_to = static_cast<const char*>(from) + bytes;
+  setAccessHook(holdInRange);
 }
 
 // One-shot; rank 0's input lives in the symmetric heap, so rank 1 reads it in place. Rank 1 has
@@ -50,18 +59,45 @@ TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
 
   // Rank 1's line for rank 0's start flag (block 0).
   const char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
-  g_hold_at = reinterpret_cast<const uint32_t*>(pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart));
-  g_released = false;
-  setAcquireHook(holdAtFlag);
+  holdAt(pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart), sizeof(uint32_t));
   std::thread rank1([&] { comm.launchOn(1, l1); });
   comm.launchOn(0, l0);
   EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "rank 0 gave up waiting for rank 1's done flag";
   for (size_t i = 0; i < kCount; ++i) storeAs(symmarFloat32, sym, i, 1e6);  // rank 0's stream reuses its input
   g_released.store(true, std::memory_order_release);
   rank1.join();
-  setAcquireHook(nullptr);
+  setAccessHook(nullptr);
   EXPECT_NE(comm.status(1)[0], 0) << "rank 1 reduced rank 0's abandoned input and reported success";
   EXPECT_EQ(comm.status(1)[1], 0) << "rank 1 names rank 0";
+}
+
+// lamport: rank 1 has passed its entry check but is held before it pushes its data; rank 0 pushes
+// its own, waits for rank 1's, times out and ends. Released, rank 1 finds rank 0's data whole in its
+// buffer; the values would be right, but rank 0 failed the call, so rank 1 must not succeed.
+TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
+  EmuOptions o;
+  o.world = 2;
+  o.blocks = 1;
+  o.multicast = false;
+  EmuComm comm(o);
+  constexpr size_t kCount = 300;
+  std::vector<std::vector<char>> send(2, std::vector<char>(kCount * 4)), recv = send;
+  for (int r = 0; r < 2; ++r) fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), kCount, r, 0);
+  EmuCall c{symmarAlgoLamport, symmarFloat32, symmarSum, kCount, {send[0].data(), send[1].data()},
+            {recv[0].data(), recv[1].data()}};
+  Launch l0 = comm.launchOf(0, c);
+  l0.args.timeout_ns = 100 * 1000000ll;
+  const Launch l1 = comm.launchOf(1, c);
+  // Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.
+  const char* slot = comm.base(0) + comm.context(0).layout.lamport_off + sched::lamportSlotOffset(0, 1, 2);
+  holdAt(slot, sched::kLamportSlotBytes);
+  std::thread rank1([&] { comm.launchOn(1, l1); });
+  comm.launchOn(0, l0);
+  EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "rank 0 gave up waiting for rank 1's data";
+  g_released.store(true, std::memory_order_release);
+  rank1.join();
+  setAccessHook(nullptr);
+  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 completed a call rank 0 had failed";
 }
 
 // After a failure, a fused call (as a replayed graph would make it) writes NaN over all three of

@@ -29,7 +29,7 @@ inline void st_release_sys(uint32_t* p, uint32_t v) {
 }
 inline uint32_t ld_acquire_sys(const uint32_t* p) {
   ::symmar::emu::checkAligned(p, 4, "flag load");
-  ::symmar::emu::acquireHook(p);
+  ::symmar::emu::accessHook(p);
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(kAcquireOrder);
 }
 inline void st_relaxed_sys_u64(uint64_t* p, uint64_t v) {
@@ -54,6 +54,7 @@ inline void fence_proxy_alias() {}
 /// while peers write it.
 inline void st_volatile_vec(void* p, uint4 v) {
   ::symmar::emu::checkAligned(p, 16, "16-byte lamport store");
+  ::symmar::emu::accessHook(p);
   uint32_t* w = static_cast<uint32_t*>(p);
   const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
   for (int i = 0; i < 4; ++i) std::atomic_ref<uint32_t>(w[i]).store(lanes[i], std::memory_order_relaxed);

@@ -63,13 +63,13 @@ void noteFence() {
 }
 
 namespace {
-std::atomic<AcquireHook> g_acquire_hook{nullptr};
+std::atomic<AccessHook> g_access_hook{nullptr};
 }  // namespace
 
-void setAcquireHook(AcquireHook hook) { g_acquire_hook.store(hook); }
+void setAccessHook(AccessHook hook) { g_access_hook.store(hook); }
 
-void acquireHook(const uint32_t* flag) {
-  if (AcquireHook h = g_acquire_hook.load(std::memory_order_relaxed)) h(flag);
+void accessHook(const void* address) {
+  if (AccessHook h = g_access_hook.load(std::memory_order_relaxed)) h(address);
 }
 
 void checkAligned(const void* p, size_t align, const char* what) {

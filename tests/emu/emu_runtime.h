@@ -106,11 +106,12 @@ void runConcurrently(const std::vector<Launch>& launches);
 constexpr int kMaxLanes = 16;
 void runOnLane(int lane, const Launch& launch);
 
-/// Test hook: called with the address of every acquire load of a flag (ptx::ld_acquire_sys) before
-/// the load; nullptr (the default) for none. It may block, to hold a rank at a chosen flag.
-using AcquireHook = void (*)(const uint32_t* flag);
-void setAcquireHook(AcquireHook hook);
-void acquireHook(const uint32_t* flag);
+/// Test hook: called with the address of every acquire load of a flag (ptx::ld_acquire_sys) and of
+/// every lamport vector store (ptx::st_volatile_vec) before the access; nullptr (the default) for
+/// none. It may block, to hold a rank at a chosen point of its kernel.
+using AccessHook = void (*)(const void* address);
+void setAccessHook(AccessHook hook);
+void accessHook(const void* address);
 
 /// Aborts with a message unless p is aligned to `align` bytes: the GPU faults on a misaligned
 /// access (cudaErrorMisalignedAddress), where x86 would quietly forgive it.
@@ -152,7 +153,9 @@ inline void __syncthreads() { ::symmar::emu::threadContext().block->barrier.wait
 // A fence orders through the next atomic of its thread (atomicOrder): ThreadSanitizer does not
 // model std::atomic_thread_fence, so that pairing is what carries a fence's ordering here.
 inline void __threadfence() {
+#if !defined(__SANITIZE_THREAD__)  // GCC refuses the fence under ThreadSanitizer, which ignores it anyway
   std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
   ::symmar::emu::noteFence();
 }
 inline void __threadfence_system() { __threadfence(); }

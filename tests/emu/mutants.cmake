@@ -2,7 +2,8 @@
 # emulator suite (under ThreadSanitizer) must catch. A mutant whose text is no longer found in the
 # sources stops the configuration, so a mutation never silently becomes the unchanged kernel.
 #
-# symmar_emu_mutant(name file "original text" "mutated text")
+# symmar_emu_mutant(name file "original text" "mutated text"); target symmar_emu_mutants builds them all.
+add_custom_target(symmar_emu_mutants)
 function(symmar_emu_mutant name file original mutated)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/mutant_${name})
   file(GLOB sources RELATIVE ${PROJECT_SOURCE_DIR}/cuda ${PROJECT_SOURCE_DIR}/cuda/*)
@@ -19,6 +20,7 @@ function(symmar_emu_mutant name file original mutated)
   symmar_emu_kernels(symmar_emu_kernels_${name} KERNELS ${dir})
   add_executable(symmar_emu_mutant_${name} emu_allreduce_test.cc emu_drift_test.cc)
   target_link_libraries(symmar_emu_mutant_${name} PRIVATE symmar_emu_kernels_${name} GTest::gtest_main)
+  add_dependencies(symmar_emu_mutants symmar_emu_mutant_${name})
   add_test(NAME emu_mutant_${name}
            COMMAND symmar_emu_mutant_${name}
                    --gtest_filter=Emulated/Kernels.*oneshot_f32_sum*:Emulated/Kernels.*twoshot_f32_sum*:Drift.TwoRanks*)
