@@ -126,6 +126,23 @@ TEST(CoScheduleProbe, KernelsRunOneAfterAnotherDoNotMeet) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(results[static_cast<size_t>(r)][0], 0) << "rank " << r;
 }
 
+// The same over pinned host memory (a host-staged comm whose ranks share a GPU): its kernels spin
+// on each other just the same, so the probe must judge them too, meeting when they run together
+// and not when they run one after another.
+TEST(CoScheduleProbe, HostStagedKernelsAreJudgedTheSameWay) {
+  EmuOptions o;
+  o.world = 3;
+  o.host_staged = true;
+  o.multicast = false;
+  {
+    EmuComm comm(o);
+    for (const auto& r : comm.probe({0, 1, 2}, false)) EXPECT_EQ(r[0], 1) << "running together";
+  }
+  o.timeout_ms = 300;  // the first round waits at most this long
+  EmuComm comm(o);
+  for (const auto& r : comm.probe({0, 1, 2}, true)) EXPECT_EQ(r[0], 0) << "one after another";
+}
+
 TEST(CoScheduleProbe, ARankThatNeverLaunchesFailsItsPeers) {
   EmuOptions o;
   o.world = 4;
