@@ -31,8 +31,9 @@ symmarResult_t checkArgs(const symmarAddRmsNormArgs_t* a, const char* fn) {
     return fail(symmarInvalidArgument, "%s: dtype %s: the fused norm serves float32, float16 and bfloat16", fn,
                 validDtype(dt) ? dtypeName(a->dtype) : "(invalid)");
   }
-  if (a->tokens == 0) return symmarSuccess;
-  if (a->hidden == 0) return fail(symmarInvalidArgument, "%s: hidden is 0", fn);
+  // An empty call (no rows, or rows of no elements) moves nothing, like an allreduce of count 0:
+  // its buffers may be NULL, and no shape arithmetic (sizes, rows per chunk) runs on it.
+  if (a->tokens == 0 || a->hidden == 0) return symmarSuccess;
   const size_t elem = symmarTypeSize(a->dtype);
   if (a->tokens > SIZE_MAX / a->hidden / elem) {
     return fail(symmarInvalidArgument, "%s: %zu x %zu elements overflow the byte size", fn, a->tokens, a->hidden);
@@ -82,13 +83,17 @@ AddRmsNormCall toCall(const symmarAddRmsNormArgs_t& a) {
 /// allreduce through whatever serves it (hierarchical or the fallback), then the add and norm
 /// here, row by row. Host memory only.
 symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn) {
+  const size_t n = c.tokens * c.hidden;
+  // An empty call: GPU comms match calls by order only and launch nothing for it, on every rank
+  // alike; on the host the allreduce of count 0 below still takes part in call matching.
+  if (n == 0 && comm->settings.device >= 0) return symmarSuccess;
   if (comm->settings.device >= 0) {
     return fail(symmarUnsupported, "%s: this GPU comm has no fused form (%s): call the allreduce, then the norm", fn,
                 comm->placement.hosts > 1 ? "its ranks span hosts" : linkName(comm->topo.link));
   }
-  const size_t n = c.tokens * c.hidden;
   std::vector<char> sum_bits(n * symmarTypeSize(c.dtype));
   SYMMAR_CHECK(symmarAllReduce(c.input, sum_bits.data(), n, c.dtype, symmarSum, comm, nullptr));
+  if (n == 0) return symmarSuccess;
   std::vector<float> sum(c.hidden);
   for (size_t r = 0; r < c.tokens; ++r) {
     toFloat(sum_bits.data() + r * c.hidden * symmarTypeSize(c.dtype), c.dtype, c.hidden, sum.data());
@@ -101,12 +106,13 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
                           const char* fn) {
   SYMMAR_CHECK(checkComm(comm));
   SYMMAR_CHECK(checkArgs(args, fn));
-  const AddRmsNormCall c = toCall(*args);
+  AddRmsNormCall c = toCall(*args);
   const bool across_hosts = comm->placement.hosts > 1;
   if (algo == symmarAlgoAuto) {
     algo = across_hosts ? symmarAlgoAuto
                         : planAddRmsNorm(*comm->row, comm->topo, comm->fallbacks(), c.tokens, c.hidden, c.dtype);
     if (algo == symmarAlgoAuto) return unfused(comm, c, fn);
+    c.planned = true;
   } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
     return fail(symmarInvalidArgument, "%s: the fused forms are oneshot and twoshot, not %s", fn, symmarAlgoName(algo));
   } else if (across_hosts) {

@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -66,6 +68,26 @@ symmarResult_t chooseAddress(in_addr* addr) {
   return symmarSuccess;
 }
 
+/// Whether addr (network order) is an IPv4 address of this host: loopback or one of its interfaces.
+bool onThisHost(uint32_t addr) {
+  if ((ntohl(addr) >> 24) == 127) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* a = list; a && !found; a = a->ifa_next) {
+    found = a->ifa_addr && a->ifa_addr->sa_family == AF_INET &&
+            reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr == addr;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+/// How often a rank waiting for rank 0's answer looks whether a local rank 0 still serves the id.
+constexpr int kServedCheckMs = 100;
+/// How long a rank whose connection rank 0 closed waits for rank 0's claim to go before it takes
+/// the close for a failure of its own.
+constexpr int kClaimGoneMs = 1000;
+
 /// Binds a TCP socket to addr:port; with listen_now it also listens. SO_REUSEPORT (same user only)
 /// lets the id's rank 0 bind the port in another process while the process that made the id still
 /// holds it bound: the maker keeps the port reserved without listening, so connections reach only
@@ -105,6 +127,8 @@ class TcpBootstrap : public Bootstrap {
   }
 
   symmarResult_t connectRoot(const IdPayload& id);
+  /// Waits (until deadline) for rank 0's answer to this rank's hello.
+  symmarResult_t awaitAck(const IdPayload& id, const Deadline& deadline, wire::Ack* ack);
   symmarResult_t acceptAll(const IdPayload& id);
   symmarResult_t allGather(void* data, size_t bytes_per_rank) override;
 
@@ -141,11 +165,44 @@ symmarResult_t TcpBootstrap::connectRoot(const IdPayload& id) {
   wire::Hello hello{wire::kIdMagic, wire::kIdVersion, 0, rank(), nranks(), id.nonce};
   SYMMAR_CHECK(sendAll(root_, &hello, sizeof(hello), deadline, "bootstrap hello"));
   wire::Ack ack{};
-  SYMMAR_CHECK(recvAll(root_, &ack, sizeof(ack), deadline, "bootstrap: waiting for every rank to join"));
+  SYMMAR_CHECK(awaitAck(id, deadline, &ack));
   std::string why;
   symmarResult_t res = wire::judgeAck(ack, nranks(), &why);
   if (res != symmarSuccess) return fail(res, "bootstrap: %s", why.c_str());
   return symmarSuccess;
+}
+
+symmarResult_t TcpBootstrap::awaitAck(const IdPayload& id, const Deadline& deadline, wire::Ack* ack) {
+  // The id's listening socket can outlive the rank 0 that served it: processes forked from the one
+  // that made the id hold it too, so the kernel still completes connections that nobody will
+  // answer once rank 0 destroyed its comm or gave up forming it. A rank 0 serves the id exactly
+  // while it holds the id's claim, so a rank whose rank 0 is on this host looks at the claim while
+  // it waits: gone, the id's comm formed (or failed to form) without this rank.
+  const bool local = onThisHost(id.addr);
+  const char* what = "bootstrap: waiting for every rank to join";
+  auto refuse = [] {
+    return fail(symmarInvalidUsage,
+                "bootstrap: rank 0 no longer serves this unique id: the comm of this id had already formed (or "
+                "failed to form) without this rank; a unique id serves exactly one comm (make one id per comm)");
+  };
+  for (;;) {
+    pollfd p{root_, POLLIN, 0};
+    const int n = poll(&p, 1, local ? std::min(deadline.leftMs(), kServedCheckMs) : deadline.leftMs());
+    if (n < 0 && errno != EINTR) return fail(symmarSystemError, "%s: poll failed: %s", what, strerror(errno));
+    if (n > 0) break;
+    if (local && !idClaimed(id.nonce)) return refuse();
+    if (deadline.passed()) return fail(symmarTimeout, "%s: no answer from rank 0 within %d ms", what, timeout_ms_);
+  }
+  symmarResult_t res = recvAll(root_, ack, sizeof(*ack), deadline, what);
+  if (res != symmarPeerFailure || !local) return res;
+  // Closed without an answer: a rank 0 that stopped serving drops the connections it still held
+  // just before it lets go of the claim.
+  const Deadline gone = Deadline::in(std::min(deadline.leftMs(), kClaimGoneMs));
+  while (idClaimed(id.nonce)) {
+    if (gone.passed()) return res;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return refuse();
 }
 
 symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {

@@ -31,7 +31,27 @@ struct Arrival {
   wire::Hello hello;
 };
 
+/// The abstract Unix socket name that claims the id with this nonce on this host; returns its length.
+socklen_t claimAddress(uint64_t nonce, sockaddr_un* sa) {
+  *sa = sockaddr_un{};
+  sa->sun_family = AF_UNIX;
+  int n =
+      snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "symmar-id-%016llx", static_cast<unsigned long long>(nonce));
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
 }  // namespace
+
+bool idClaimed(uint64_t nonce) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // cannot tell: the caller's wait stays bounded by its timeout
+  sockaddr_un sa;
+  const socklen_t len = claimAddress(nonce, &sa);
+  // Connecting a datagram socket only names its peer: nothing is sent, no name is taken.
+  const bool held = connect(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0 || errno != ECONNREFUSED;
+  close(fd);
+  return held;
+}
 
 /// Connections accepted but not yet judged, read together with the listener in one poll.
 class HelloReader {
@@ -134,11 +154,8 @@ RootListener::~RootListener() {
 symmarResult_t RootListener::claim(uint64_t nonce) {
   claim_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (claim_ < 0) return fail(symmarSystemError, "bootstrap: socket failed: %s", strerror(errno));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  int n =
-      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "symmar-id-%016llx", static_cast<unsigned long long>(nonce));
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  sockaddr_un sa;
+  const socklen_t len = claimAddress(nonce, &sa);
   if (bind(claim_, reinterpret_cast<sockaddr*>(&sa), len) == 0) return symmarSuccess;
   const int err = errno;
   closeFd(&claim_);

@@ -14,6 +14,11 @@ namespace symmar {
 
 class HelloReader;
 
+/// Whether a rank 0 in this network namespace holds the claim of the id with this nonce, i.e. still
+/// serves it (forms its comm, or refuses latecomers while the comm lives). Takes nothing: a rank 0
+/// that claims the id at the same time is not disturbed.
+bool idClaimed(uint64_t nonce);
+
 class RootListener {
  public:
   RootListener();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/bootstrap_api.h"
 #include "symmar/symmar.h"
@@ -30,6 +31,14 @@ struct BackendContext {
   int nranks = 0;
   Bootstrap* bootstrap = nullptr;  ///< owned by the comm, alive as long as the backend
   SymmarSettings settings;
+  /// Where the context's ranks are a part of the comm's (one host's ranks, numbered by local
+  /// index), the comm's rank of each; empty where they are the comm's ranks.
+  std::vector<int> comm_ranks;
+  /// The comm's rank of the context's rank r: what messages name, so that a user reads the rank
+  /// the comm knows (rank 3, not local index 1 of host 1).
+  int commRank(int r) const {
+    return r >= 0 && static_cast<size_t>(r) < comm_ranks.size() ? comm_ranks[static_cast<size_t>(r)] : r;
+  }
 };
 
 /// Where a comm's ranks sit. Hosts are the distinct host identities (bootstrap/host_layout.h),
@@ -75,6 +84,9 @@ struct AddRmsNormCall {
   size_t tokens;
   size_t hidden;
   symmarDataType_t dtype;
+  /// The form is the planner's choice, not the caller's: where a row fits the one-shot form's
+  /// staging layout but not the two-shot's, the backend takes the one-shot form instead of failing.
+  bool planned = false;
 };
 
 class Backend {
@@ -84,7 +96,9 @@ class Backend {
   virtual symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, void* stream) = 0;
   /// The fused call in its one-shot or two-shot form; symmarUnsupported where the backend has no
-  /// fused form (the API then runs the allreduce and the norm separately).
+  /// fused form (the API then runs the allreduce and the norm separately), or where a row does not
+  /// fit the form's staging layout (the message names what the form needs a row). An empty call
+  /// (tokens or hidden 0) moves nothing but takes part in call matching where calls are matched.
   virtual symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) {
     (void)call;
     (void)algo;

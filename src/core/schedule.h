@@ -69,7 +69,10 @@ SYMMAR_HD size_t lamportSlotOffset(int buffer, int from, int world) {
 /// Bytes of a rank's lamport area for a comm of world ranks.
 SYMMAR_HD size_t lamportAreaBytes(int world) { return lamportSlotOffset(kLamportBuffers, 0, world); }
 /// The call's signature as the 4 words of a header or trailer: 15 bits of the signature in the low
-/// half of each word and 1 in the high half, so no 16-bit half is ever the empty pattern.
+/// half of each word and 1 in the high half, so no 16-bit half is ever the empty pattern. call is
+/// the call's number, the same on every rank: on the host backend its place in the comm's whole
+/// call sequence (barrier calls advance it too, so a lamport call cannot pair with a peer's lamport
+/// call after the ranks' calls went apart); the GPU kernels count their lamport calls.
 SYMMAR_HD uint32_t lamportSignatureWord(uint64_t count, int dtype, int op, uint32_t call, int word) {
   const uint64_t h = fnv1aMix(fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)),
                                        static_cast<uint64_t>(op)),

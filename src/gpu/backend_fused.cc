@@ -3,22 +3,23 @@
 #include "core/error.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
+#include "plan/planner.h"
 
 namespace symmar {
 namespace gpu {
 
 symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) {
   SYMMAR_CHECK(asyncError());
-  if (call.tokens == 0) return symmarSuccess;
+  // Calls are matched by order only on the GPU: an empty call launches nothing, on every rank alike.
+  if (call.tokens == 0 || call.hidden == 0) return symmarSuccess;
   if (!have_heap_ || !(topo_.peer_access || topo_.host_staged)) {
     return fail(symmarUnsupported, "the fused norm needs the symmetric kernels, which this comm has not");
   }
-  const bool two_shot = algo == symmarAlgoTwoShot;
   const LaunchContext lc = launchContext();
-  if (addRmsNormRowsPerChunk(lc, call, two_shot) == 0) {
-    return fail(symmarUnsupported, "a row of %zu elements does not fit the %zu-byte staging buffer's half", call.hidden,
-                layout_.staging_bytes);
-  }
+  // The kernels' own row layouts (the two-shot publishes 16-byte aligned parts) decide the form.
+  const size_t form_row_bytes[2] = {addRmsNormRowBytes(call, false), addRmsNormRowBytes(call, true)};
+  SYMMAR_CHECK(fitAddRmsNormForm(call, form_row_bytes, sched::stagingHalfBytes(lc.layout.staging_bytes), &algo));
+  const bool two_shot = algo == symmarAlgoTwoShot;
   const void* kernel = addRmsNormKernel(call.dtype, two_shot);
   if (!kernel) return fail(symmarUnsupported, "no fused kernel for this dtype");
   DeviceGuard guard(device_);

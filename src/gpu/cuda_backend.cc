@@ -106,7 +106,8 @@ symmarResult_t CudaBackend::initBlocks() {
   if (bad >= 0) {
     SYMMAR_INFO(kSubsysGpu, "rank %d's GPU has no kernel image in this build (compute capability %d.%d here): the "
                 "symmetric kernels are off for this comm and the fallback serves every call (rebuild with its "
-                "architecture in CMAKE_CUDA_ARCHITECTURES)", bad, topo_.topo.cc_major, topo_.topo.cc_minor);
+                "architecture in CMAKE_CUDA_ARCHITECTURES)", ctx_.commRank(bad), topo_.topo.cc_major,
+                topo_.topo.cc_minor);
     disableSymmetricKernels();
   }
   const int grids = topo_.ranks_on_my_device * residentGridsPerRank(pdl_, topo_.devices_repeat);
@@ -168,7 +169,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
     SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, made == symmarSuccess, &bad));
     if (bad >= 0) {
       SYMMAR_WARN(kSubsysGpu, "NCCL fallback off for this comm: rank %d could not create its NCCL communicator (%s)",
-                  bad, made == symmarSuccess ? "see that rank's log" : threadLastError().c_str());
+                  ctx_.commRank(bad), made == symmarSuccess ? "see that rank's log" : threadLastError().c_str());
       nccl_ok_ = false;
     }
   }
@@ -188,7 +189,9 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
 
   symmarResult_t local = initDeviceState();
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
-  if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+  if (bad >= 0) {
+    return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", ctx_.commRank(bad));
+  }
   SYMMAR_CHECK(runStartupProbes(p2p));
   facts->topo = topo_.topo;
   std::vector<uint64_t> host_of;
@@ -267,19 +270,19 @@ symmarResult_t CudaBackend::asyncError() {
   if (!st || st[0] == 0) return symmarSuccess;
   nccl_.markFailed();
   const auto code = static_cast<symmarResult_t>(st[0]);
+  const int self = ctx_.commRank(ctx_.rank), peer = ctx_.commRank(st[1]);  // the kernels count the context's ranks
   switch (st[3]) {
     case kReasonBadInputOffset:
       return fail(code, "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
-                  ctx_.rank, st[1], st[2]);
+                  self, peer, st[2]);
     case kReasonCallMismatch:
       return fail(code, "rank %d: rank %d's lamport call differed in count, dtype, op or order (every rank must "
-                  "make the same calls in the same order); the comm is failed", ctx_.rank, st[1]);
+                  "make the same calls in the same order); the comm is failed", self, peer);
     case kReasonPeerFailed:
-      return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", ctx_.rank,
-                  st[1]);
+      return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", self, peer);
     default:
       return fail(code, "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
-                  ctx_.rank, timeout_ms_, st[1], st[2]);
+                  self, timeout_ms_, peer, st[2]);
   }
 }
 
@@ -303,11 +306,11 @@ symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
     if (!all[r].ok || all[r].off != all[0].off) {
       if (ok) arena_.release(off);
       if (!all[r].ok) {
-        return fail(symmarOutOfMemory, "symmarMemAlloc(%zu): rank %zu's symmetric heap (%zu bytes) is full", bytes,
-                    r, layout_.heap_bytes);
+        return fail(symmarOutOfMemory, "symmarMemAlloc(%zu): rank %d's symmetric heap (%zu bytes) is full", bytes,
+                    ctx_.commRank(static_cast<int>(r)), layout_.heap_bytes);
       }
-      return fail(symmarInvalidUsage, "symmarMemAlloc(%zu): offsets differ across ranks (rank %zu), so the ranks' "
-                  "allocation sequences differ", bytes, r);
+      return fail(symmarInvalidUsage, "symmarMemAlloc(%zu): offsets differ across ranks (rank %d), so the ranks' "
+                  "allocation sequences differ", bytes, ctx_.commRank(static_cast<int>(r)));
     }
   }
   *ptr = heap_.base(ctx_.rank) + layout_.heap_off + off;
@@ -329,7 +332,8 @@ symmarResult_t CudaBackend::memFree(void* ptr) {
   if (!mine) return fail(symmarInvalidArgument, "pointer %p was not allocated by symmarMemAlloc on this comm", ptr);
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r] != all[ctx_.rank]) {
-      return fail(symmarInvalidUsage, "symmarMemFree: rank %zu freed a different buffer than rank %d", r, ctx_.rank);
+      return fail(symmarInvalidUsage, "symmarMemFree: rank %d freed a different buffer than rank %d",
+                  ctx_.commRank(static_cast<int>(r)), ctx_.commRank(ctx_.rank));
     }
   }
   return symmarSuccess;

@@ -22,6 +22,7 @@ class HierarchicalCudaBackend : public Backend {
     host_ctx_.rank = placement_.local_rank;
     host_ctx_.nranks = placement_.local_size;
     host_ctx_.bootstrap = host_bootstrap_.get();
+    host_ctx_.comm_ranks = host_ranks;  // messages of the host's backend name the comm's ranks
     host_ = std::make_unique<CudaBackend>(host_ctx_, /*host_stage=*/true);  // comm_nccl_ serves nccl
     inter_ctx_ = ctx_;
     inter_ctx_.rank = placement_.host;

@@ -25,8 +25,8 @@ symmarResult_t HostStagedHeap::create(const BackendContext& ctx, const HeapLayou
       e = cudaHostGetDevicePointer(&dev, host, 0);
     }
     if (e != cudaSuccess) {
-      local = fail(symmarCudaError, "registering rank %d's host staging (%zu bytes) with CUDA failed: %s", r, bytes,
-                   cudaGetErrorString(e));
+      local = fail(symmarCudaError, "registering rank %d's host staging (%zu bytes) with CUDA failed: %s",
+                   ctx.commRank(r), bytes, cudaGetErrorString(e));
       cudaGetLastError();
     }
     dev_.push_back(static_cast<char*>(dev));
@@ -35,7 +35,9 @@ symmarResult_t HostStagedHeap::create(const BackendContext& ctx, const HeapLayou
   SYMMAR_CHECK(agreeAll(bs, local == symmarSuccess, &bad));
   if (bad >= 0) {
     release();
-    return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d could not register the host staging", bad);
+    return local != symmarSuccess
+               ? local
+               : fail(symmarCudaError, "rank %d could not register the host staging", ctx.commRank(bad));
   }
   SYMMAR_INFO(kSubsysHeap, "host-staged heap: %d segments of %zu bytes in pinned host memory", ctx.nranks, bytes);
   return symmarSuccess;

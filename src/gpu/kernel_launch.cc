@@ -101,10 +101,14 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   return a;
 }
 
-size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
+size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot) {
   const size_t row = call.hidden * symmarTypeSize(call.dtype);
-  const size_t out_row = fusedPublishedRowBytes(row, call.hidden, call.fp8_out != nullptr);
-  return sched::stagingHalfBytes(ctx.layout.staging_bytes) / (two_shot ? out_row : row);
+  return two_shot ? fusedPublishedRowBytes(row, call.hidden, call.fp8_out != nullptr) : row;
+}
+
+size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
+  const size_t row = addRmsNormRowBytes(call, two_shot);
+  return row == 0 ? 0 : sched::stagingHalfBytes(ctx.layout.staging_bytes) / row;
 }
 
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {

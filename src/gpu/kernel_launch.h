@@ -70,7 +70,11 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 /// The fused allreduce + residual add + RMSNorm of call (form: one-shot or two-shot). Inputs are
 /// always staged. *grid receives the blocks to launch (at most one per row).
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
-/// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not fit).
+/// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
+/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot: fusedPublishedRowBytes).
+size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);
+/// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not
+/// fit, or the call is empty).
 size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot);
 /// Co-scheduling probe: rounds, and the bound shared by every round after the first. Kernels that
 /// run concurrently meet in about a microsecond a round (64 rounds: ~0.1 ms); serialised or

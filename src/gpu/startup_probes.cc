@@ -60,11 +60,12 @@ symmarResult_t CudaBackend::probeCoScheduling() {
     SYMMAR_WARN(kSubsysGpu, "the kernels of ranks sharing a GPU do not run at the same time (rank %d's probe did not "
                 "meet its peers): the symmetric kernels are off for this comm and the fallback serves every call. "
                 "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, run the processes under MPS, or use "
-                "one GPU per rank (docs/integration.md)", bad);
+                "one GPU per rank (docs/integration.md)", ctx_.commRank(bad));
     disableSymmetricKernels();
   }
   noteCheck("co-scheduling probe " +
-            (bad >= 0 ? "failed on rank " + std::to_string(bad) + " (symmetric kernels off)" : std::string("met")));
+            (bad >= 0 ? "failed on rank " + std::to_string(ctx_.commRank(bad)) + " (symmetric kernels off)"
+                      : std::string("met")));
   return symmarSuccess;
 }
 
@@ -99,6 +100,10 @@ symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
   BrokenPair b;
   SYMMAR_CHECK(agreePeerProbe(*ctx_.bootstrap, row, &b));
   *broken = b.rank >= 0;
+  if (*broken) {  // named by their ranks in the comm from here on
+    b.rank = ctx_.commRank(b.rank);
+    b.peer = ctx_.commRank(b.peer);
+  }
   noteCheck("peer-access probe " + (*broken ? "found ranks " + std::to_string(b.rank) + "-" + std::to_string(b.peer) +
                                                    " broken, staging in host memory"
                                              : std::string("passed")));
@@ -135,7 +140,10 @@ symmarResult_t CudaBackend::runStartupProbes(P2pMode p2p) {
     const symmarResult_t local = initPad();
     int bad = -1;
     SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, local == symmarSuccess, &bad));
-    if (bad >= 0) return local != symmarSuccess ? local : fail(symmarCudaError, "rank %d failed to initialise", bad);
+    if (bad >= 0) {
+      return local != symmarSuccess ? local
+                                    : fail(symmarCudaError, "rank %d failed to initialise", ctx_.commRank(bad));
+    }
   }
   return symmarSuccess;
 }

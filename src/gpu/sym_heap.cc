@@ -37,11 +37,12 @@ void closeAll(std::vector<int>& fds, int keep_rank) {
   }
 }
 
-/// Turns an agreement into this rank's return value: its own failure, or a peer's.
-symmarResult_t peerOutcome(symmarResult_t local, int bad, const char* what) {
+/// Turns an agreement into this rank's return value: its own failure, or a peer's (named by its
+/// rank in the comm).
+symmarResult_t peerOutcome(const BackendContext& ctx, symmarResult_t local, int bad, const char* what) {
   if (bad < 0) return symmarSuccess;
   if (local != symmarSuccess) return local;
-  return fail(symmarCudaError, "rank %d failed to %s", bad, what);
+  return fail(symmarCudaError, "rank %d failed to %s", ctx.commRank(bad), what);
 }
 
 }  // namespace
@@ -96,7 +97,7 @@ symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, cons
   SYMMAR_CHECK(agreeAll(bs, local == symmarSuccess, &bad));
   if (bad >= 0) {
     if (own_fd >= 0) close(own_fd);
-    return peerOutcome(local, bad, "create its symmetric heap");
+    return peerOutcome(ctx, local, bad, "create its symmetric heap");
   }
 
   // Rank 0's nonce scopes the fd-passing sockets to this ctx.
@@ -141,7 +142,7 @@ symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, cons
     bases_[static_cast<size_t>(r)] = reinterpret_cast<char*>(at);
   }
   SYMMAR_CHECK(agreeAll(bs, local == symmarSuccess, &bad));
-  if (bad >= 0) return peerOutcome(local, bad, "map the symmetric heaps");
+  if (bad >= 0) return peerOutcome(ctx, local, bad, "map the symmetric heaps");
   SYMMAR_INFO(kSubsysHeap, "symmetric heap: %zu bytes per rank, %s", size_,
               map_peers ? "all peers mapped" : "own allocation only");
   // Only the staging buffers (offset 0 of the layout) are ever reached through multicast: the object
@@ -213,7 +214,7 @@ symmarResult_t SymmetricHeap::setupMulticast(const BackendContext& ctx, uint64_t
   }
   if (bad >= 0) {
     releaseMulticast();
-    SYMMAR_WARN(kSubsysHeap, "multimem disabled on every rank: rank %d could not %s", bad, step);
+    SYMMAR_WARN(kSubsysHeap, "multimem disabled on every rank: rank %d could not %s", ctx.commRank(bad), step);
     return symmarSuccess;
   }
   mc_ptr_ = reinterpret_cast<char*>(mc_va_);

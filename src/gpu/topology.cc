@@ -43,8 +43,8 @@ CudaPeerView cudaPeerView(int device, const RankInfo& peer) {
   return view;
 }
 
-/// How this rank reaches rank `r`'s GPU, by UUID and PCI bus id (never by ordinal): chooseLink over
-/// what CUDA and NVML each say, both logged per pair.
+/// How this rank reaches the GPU of the comm's rank `r`, by UUID and PCI bus id (never by ordinal):
+/// chooseLink over what CUDA and NVML each say, both logged per pair.
 PeerLink linkTo(int device, const RankInfo& self, int r, const RankInfo& peer) {
   if (std::memcmp(self.uuid, peer.uuid, sizeof(self.uuid)) == 0) return kLinkSameGpu;
   const CudaPeerView cuda = cudaPeerView(device, peer);
@@ -149,7 +149,7 @@ symmarResult_t probeTopology(const BackendContext& ctx, int device, Topology* ou
   for (int r = 0; r < world; ++r) {
     const RankInfo& peer = out->ranks[static_cast<size_t>(r)];
     if (r == rank || peer.host_hash != self.host_hash) continue;
-    const PeerLink l = linkTo(device, self, r, peer);
+    const PeerLink l = linkTo(device, self, ctx.commRank(r), peer);  // r only names the peer in the log
     if (l != kLinkNotSeen) worst = worst == kLinkNotSeen ? l : std::min<int32_t>(worst, l);
   }
   // Second round: every rank's worst link, so all ranks derive the same comm-wide answer.

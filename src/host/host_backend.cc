@@ -68,14 +68,15 @@ void HostBackend::noteCommFailed() {
   // on this rank contributes nothing.
   if (!heap_ || !heap_->mapped()) return;
   if (__atomic_load_n(&heap_->header(rank_)->state, __ATOMIC_ACQUIRE) != kSegmentFailed) {
-    markFailed(sched::nextEpoch(epoch_));
+    markFailed(sched::nextEpoch(epoch_), call_ + 1);
   }
 }
 
-void HostBackend::markFailed(uint32_t epoch) {
+void HostBackend::markFailed(uint32_t epoch, uint32_t call) {
   SegmentHeader* h = heap_->header(rank_);
   __atomic_store_n(&h->failed_epoch, epoch, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->state, static_cast<uint32_t>(kSegmentFailed), __ATOMIC_RELEASE);  // publishes the epoch
+  __atomic_store_n(&h->failed_call, call, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->state, static_cast<uint32_t>(kSegmentFailed), __ATOMIC_RELEASE);  // publishes both
 }
 
 symmarResult_t HostBackend::failCall(symmarResult_t res) {
@@ -96,6 +97,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   const std::vector<int> host_ranks = ranksOnHost(host_of, ctx.rank);
   const bool local = placement.hosts == 1;
   std::unique_ptr<HostBackend> b(new HostBackend(ctx, placement));
+  b->host_ranks_ = host_ranks;
 
   std::vector<uint64_t> nonces(ctx.nranks, 0);
   nonces[ctx.rank] = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
@@ -114,7 +116,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   // Across hosts every chunk pays a round trip through the inter-host engine: fewer, larger ones.
   if (!local) b->chunk_cap_ = std::max(b->chunk_cap_, kInterHostChunkBytes);
   b->epoch_ = ctx.settings.epoch_start;
-  b->lamport_calls_ = ctx.settings.epoch_start;  // so that a test can start near lamport's wrap too
+  b->call_ = ctx.settings.epoch_start;  // so that a test can start near the call number's wrap too
   b->srcs_.resize(ctx.nranks);
   // Busy polling pays only while every rank has a core: count the ranks on this machine (simulated
   // hosts share one).
@@ -153,19 +155,30 @@ symmarResult_t HostBackend::peerFailed(int peer, uint32_t target) {
   if (!sched::epochReached(target, __atomic_load_n(&h->failed_epoch, __ATOMIC_RELAXED))) return symmarSuccess;
   return fail(symmarPeerFailure,
               "rank %d failed this call (timeout or peer loss): no rank may complete a call that a peer did not finish",
-              peer);
+              commRank(peer));
+}
+
+symmarResult_t HostBackend::peerFailedCall(int peer, uint32_t call) {
+  const SegmentHeader* h = heap_->header(peer);
+  if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != kSegmentFailed) return symmarSuccess;
+  // The wrap-safe comparison of epochs: call numbers wrap the same way.
+  if (!sched::epochReached(call, __atomic_load_n(&h->failed_call, __ATOMIC_RELAXED))) return symmarSuccess;
+  return fail(symmarPeerFailure,
+              "rank %d failed this call (timeout or peer loss) after publishing its data: no rank may complete a call "
+              "that a peer did not finish",
+              commRank(peer));
 }
 
 symmarResult_t HostBackend::peerGone(int peer) {
   if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentFailed) {
-    return fail(symmarPeerFailure, "rank %d failed a call and will not arrive at this one", peer);
+    return fail(symmarPeerFailure, "rank %d failed a call and will not arrive at this one", commRank(peer));
   }
   if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentLeft) {
-    return fail(symmarPeerFailure, "rank %d destroyed its comm before making this call", peer);
+    return fail(symmarPeerFailure, "rank %d destroyed its comm before making this call", commRank(peer));
   }
   int pid = heap_->header(peer)->pid;
   if (pid != getpid() && processDead(pid)) {
-    return fail(symmarPeerFailure, "rank %d (pid %d) exited while this rank waited for it", peer, pid);
+    return fail(symmarPeerFailure, "rank %d (pid %d) exited while this rank waited for it", commRank(peer), pid);
   }
   return symmarSuccess;
 }
@@ -188,10 +201,16 @@ symmarResult_t HostBackend::waitPeer(int peer, int slot, uint32_t target) {
       },
       "a barrier");
   if (res == symmarSuccess && other_call) {
-    return fail(symmarInvalidUsage,
-                "collective mismatch: rank %d made a lamport call where rank %d made another call; every rank must "
-                "make the same calls in the same order",
-                peer, rank_);
+    // The peer's lamport data sits in this rank's buffer, and this rank's flag is raised, for calls
+    // the other rank did not make: kept, either would pair with a later call. Peers learn it from
+    // this rank's failed state; this rank refuses every later call.
+    markFailed(epoch_);
+    symmarResult_t r = fail(symmarInvalidUsage,
+                            "collective mismatch: rank %d made a lamport call where rank %d made another call; every "
+                            "rank must make the same calls in the same order",
+                            commRank(peer), commRank(rank_));
+    broken_ = threadLastError();
+    return r;
   }
   return res;
 }
@@ -203,6 +222,10 @@ uint64_t* flagWord(uint32_t* flag, size_t offset) {
 }  // namespace
 
 symmarResult_t HostBackend::barrier(int slot, uint64_t input_offset, uint64_t sig) {
+  if (sig != 0) {  // a call's first barrier: the call takes its number, and the signature names it
+    call_ = call_ + 1;
+    sig = fnv1aMix(sig, call_) | 1;  // never 0, which means "no check"
+  }
   epoch_ = sched::nextEpoch(epoch_);
   uint32_t* own = heap_->flag(rank_, 0, slot);
   __atomic_store_n(flagWord(own, sched::paritySlotOffset(epoch_, 0)), input_offset, __ATOMIC_RELAXED);
@@ -221,9 +244,9 @@ symmarResult_t HostBackend::barrier(int slot, uint64_t input_offset, uint64_t si
         __atomic_load_n(flagWord(heap_->flag(p, 0, slot), sched::paritySlotOffset(epoch_, 1)), __ATOMIC_RELAXED);
     if (theirs != sig) {
       return fail(symmarInvalidUsage,
-                  "collective mismatch: rank %d called allreduce with different arguments (count, dtype, op or "
-                  "algorithm) than rank %d; every rank must make the same calls in the same order",
-                  p, rank_);
+                  "collective mismatch: rank %d made another call (count, dtype, op, algorithm or place in the call "
+                  "order) than rank %d; every rank must make the same calls in the same order",
+                  commRank(p), commRank(rank_));
     }
   }
   return symmarSuccess;
@@ -240,7 +263,8 @@ symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset
       (input_offset <= heap && bytes <= heap - input_offset && input_offset % c.elem == 0))
     return symmarSuccess;
   return failCall(fail(symmarPeerFailure,
-                       "rank %d published an input offset (offset %llu, %llu bytes) outside its %llu-byte heap", peer,
+                       "rank %d published an input offset (offset %llu, %llu bytes) outside its %llu-byte heap",
+                       commRank(peer),
                        static_cast<unsigned long long>(input_offset), static_cast<unsigned long long>(bytes),
                        static_cast<unsigned long long>(heap)));
 }

@@ -74,8 +74,10 @@ class HostBackend : public Backend {
   template <typename Ready>
   symmarResult_t waitUntil(int peer, Ready ready, const char* what);
   /// Arrives at the next barrier epoch on slot, publishing input_offset and sig with the flag, and waits
-  /// (bounded) for every peer. With sig != 0 every peer must have published the same signature:
-  /// a mismatch (ranks calling different collectives) gives symmarInvalidUsage on every rank.
+  /// (bounded) for every peer. sig != 0 marks a call's first barrier: the call takes its number
+  /// (call_), which is published with sig, and every peer must have published the same: a mismatch
+  /// (ranks making different calls, or the same call at different places in the call sequence)
+  /// gives symmarInvalidUsage on every rank.
   symmarResult_t barrier(int slot, uint64_t input_offset = sched::kStagedInput, uint64_t sig = 0);
   /// The input offset peer published with its flag of epoch on slot.
   uint64_t peerInputOffset(int peer, int slot, uint32_t epoch) const;
@@ -88,25 +90,34 @@ class HostBackend : public Backend {
   /// symmarPeerFailure when peer failed the call whose barrier has epoch target (or an earlier one
   /// this rank is still in): its flag at target is then no contribution.
   symmarResult_t peerFailed(int peer, uint32_t target);
+  /// symmarPeerFailure when peer failed call number `call` or an earlier one: data it published for
+  /// that call is then no contribution (a lamport call has no barrier epoch of its own).
+  symmarResult_t peerFailedCall(int peer, uint32_t call);
   /// Failed, left without making this call, or exited: why peer will never arrive.
   symmarResult_t peerGone(int peer);
   /// A peer's input offset must name count elements inside its user heap, or the call fails.
   symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c);
   /// Tells peers this rank failed a call (they must fail it too); returns res.
   symmarResult_t failCall(symmarResult_t res);
-  /// Marks this rank failed from barrier epoch on (peers fail every call that reaches it).
-  void markFailed(uint32_t epoch);
+  /// Marks this rank failed from barrier epoch and from call number `call` on (peers fail every call
+  /// that reaches either); the one-argument form fails from the call in progress.
+  void markFailed(uint32_t epoch, uint32_t call);
+  void markFailed(uint32_t epoch) { markFailed(epoch, call_); }
   /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.
   size_t chunkElems(size_t elem) const {
     return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);
   }
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }
+  /// The comm's rank of this host's rank `local`: what every message names (on a comm spanning
+  /// hosts the local index is no rank a user knows).
+  int commRank(int local) const { return host_ranks_[static_cast<size_t>(local)]; }
 
   BackendContext ctx_;
   const HostPlacement placement_;
   const int rank_;   // index among this host's ranks (the comm's rank on a single host)
   const int world_;  // ranks on this host (the comm's size on a single host)
+  std::vector<int> host_ranks_;  // the comm's rank of each of this host's ranks, by local index
   std::unique_ptr<Bootstrap> host_bootstrap_;  // this host's ranks, when the comm spans hosts
   std::unique_ptr<InterHost> inter_host_;      // the engine between hosts, once set
   std::unique_ptr<ShmHeap> heap_;  // null when the hosts have different numbers of ranks
@@ -117,9 +128,13 @@ class HostBackend : public Backend {
   int spin_limit_ = 0;            // busy polls before yielding (small when ranks outnumber cores)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
   std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece
-  uint32_t lamport_calls_ = 0;     // lamport calls completed (wrapping; seeded by SYMMAR_EPOCH_START)
-  int lamport_buf_ = 0;            // the lamport buffer the next call writes, advanced mod kLamportBuffers
-  std::string broken_;  // why a mismatched lamport or inter-host call left the comm unusable ("" if none)
+  // The comm-wide number of the call in progress (between calls: of the last one). Every call that
+  // takes part (lamport, barrier calls at their first barrier, count 0 and fused included) advances
+  // it on every rank alike, so it names a call's place in the comm's whole call sequence. Wraps;
+  // seeded by SYMMAR_EPOCH_START.
+  uint32_t call_ = 0;
+  int lamport_buf_ = 0;  // the lamport buffer the next lamport call writes, advanced mod kLamportBuffers
+  std::string broken_;   // why a mismatch with a lamport call, or across hosts, left the comm unusable ("" if none)
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };
 
@@ -150,7 +165,8 @@ symmarResult_t HostBackend::waitUntil(int peer, Ready ready, const char* what) {
         next_check = now + std::chrono::milliseconds(10);
       }
       if (now >= limit) {
-        return fail(symmarTimeout, "rank %d did not arrive at %s within %d ms", peer, what, ctx_.settings.timeout_ms);
+        return fail(symmarTimeout, "rank %d did not arrive at %s within %d ms", commRank(peer), what,
+                    ctx_.settings.timeout_ms);
       }
     }
   }

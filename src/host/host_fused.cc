@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
+#include "plan/planner.h"
 
 namespace symmar {
 namespace {
@@ -44,20 +45,25 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarA
   SYMMAR_CHECK(checkCallable(stream));
   // The norm needs the sum over every host, which the fused schedules (one host's ranks) lack.
   if (placement_.hosts > 1) return fail(symmarUnsupported, "host backend: no fused form across hosts");
+  if (c.tokens == 0 || c.hidden == 0) {
+    // Nothing to move (and no row size to divide by), but the call still takes part like a count-0
+    // allreduce: its signature meets the peers' at a barrier, so a rank that skipped the call or
+    // made another is caught instead of being paired with its peers' next call.
+    return barrier(sched::kSlotStart, sched::kStagedInput, fusedSignature(c, algo));
+  }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
-  // Rows per chunk: the one-shot stages input rows in one half; the two-shot also publishes
-  // residual, norm and fp8 rows in the other half.
+  // Staging bytes a row takes: the one-shot stages input rows in one half; the two-shot also
+  // publishes residual, norm and fp8 rows in the other half, which bounds its rows per chunk.
   const size_t half = sched::stagingHalfBytes(heap_->stagingBytes());
   const size_t out_row_bytes = 2 * row_bytes + (c.fp8_out ? c.hidden : 0);
-  const size_t rows_per_chunk = algo == symmarAlgoTwoShot ? half / out_row_bytes : half / row_bytes;
-  if (rows_per_chunk == 0) {
-    return fail(symmarUnsupported, "a row of %zu elements does not fit the %zu-byte staging half", c.hidden, half);
-  }
+  const size_t form_row_bytes[2] = {row_bytes, out_row_bytes};
+  SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, half, &algo));
+  const size_t rows_per_chunk = half / form_row_bytes[algo == symmarAlgoTwoShot ? 1 : 0];
   thread_local std::vector<float> sum;
   sum.resize(c.hidden);
   const char* input = static_cast<const char*>(c.input);
-  const size_t chunks = c.tokens == 0 ? 1 : (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
+  const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
   for (size_t k = 0; k < chunks; ++k) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;

@@ -21,7 +21,8 @@ symmarResult_t HostBackend::setInterHost(const InterHostCarrier& carrier) {
                 "hierarchical path needs as many on each (the fallback serves)");
   }
   if (inter_host_) return fail(symmarInvalidUsage, "symmarCommSetInterHost: an inter-host engine is already set");
-  inter_host_ = std::make_unique<InterHost>(carrier, placement_.hosts, placement_.host, ctx_.settings.timeout_ms);
+  inter_host_ =
+      std::make_unique<InterHost>(carrier, placement_.hosts, placement_.host, ctx_.rank, ctx_.settings.timeout_ms);
   SYMMAR_INFO(kSubsysInit, "hierarchical: %d hosts x %d ranks, host %d, local rank %d, inter-host stage over %s",
               placement_.hosts, placement_.local_size, placement_.host, placement_.local_rank, carrier.name.c_str());
   return symmarSuccess;

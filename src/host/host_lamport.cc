@@ -2,12 +2,15 @@
 // its slot of every peer's current lamport buffer (and of its own), a header with the call's
 // signature (the slot's last vector), its input word by word, then a trailer with the signature
 // right after the data (a release store). A reader spins on its own memory: the header (at a fixed
-// place, so a peer whose call has another count is recognised at once), then the trailer, acquired; it checks that no data word holds the empty
-// pattern and reduces the slots in rank order. Spinning on the two marks rather than on each data
-// word keeps the reader off the cache lines the writer is still filling. Three buffers rotate; a
-// call clears the buffer its previous call read, which no peer writes again before this rank's
-// next call has published its data (that publication orders the clear first). The ring index is
-// kept apart from the wrapping call number: 2^32 is no multiple of 3.
+// place, so a peer whose call has another count is recognised at once), then the trailer, acquired;
+// it checks that no data word holds the empty pattern and reduces the slots in rank order. Spinning
+// on the two marks rather than on each data word keeps the reader off the cache lines the writer is
+// still filling. Three buffers rotate; a call clears the buffer its previous call read, which no
+// peer writes again before this rank's next call has published its data (that publication orders
+// the clear first). The signature holds the call's number in the comm's whole call sequence
+// (call_, which barrier calls advance too), so a lamport call never pairs with a peer's lamport call
+// from another place in the sequence. The ring index is kept apart from that wrapping number: 2^32
+// is no multiple of 3.
 #include <cstdint>
 #include <cstring>
 
@@ -54,7 +57,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     return fail(symmarUnsupported, "lamport serves messages of at most %zu bytes (this one: %zu)",
                 sched::kLamportMaxBytes, bytes);
   }
-  const uint32_t call = lamport_calls_;  // wraps: only compared for equality (the signature)
+  const uint32_t call = ++call_;  // wraps: only compared for equality (the signature) and order
   const int buf = lamport_buf_;
   const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
   const size_t words = (bytes + 3) / 4;
@@ -96,7 +99,8 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
       symmarResult_t r = fail(symmarInvalidUsage,
                               "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, "
                               "dtype, op or place in the order; every rank must make the same calls in the same order",
-                              p, other_call ? "not a lamport call" : "another lamport call", rank_);
+                              commRank(p), other_call ? "not a lamport call" : "another lamport call",
+                              commRank(rank_));
       broken_ = threadLastError();
       return r;
     }
@@ -108,11 +112,18 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     for (size_t w = 0; w < words; ++w) complete = complete && slot[w] != sched::kLamportEmpty;
     if (!complete) {
       markFailed(sched::nextEpoch(epoch_));
-      symmarResult_t r = fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", p);
+      symmarResult_t r = fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", commRank(p));
       broken_ = threadLastError();
       return r;
     }
     srcs_[p] = slot;
+  }
+  // A peer publishes its data before it waits, so data can be here from a peer that then gave up
+  // on this call (timeout, lost peer) and returned a failure: completing it would succeed where
+  // that peer did not. Looked at once every peer's data arrived, right before it is used.
+  for (int i = 1; i < world_; ++i) {
+    symmarResult_t res = peerFailedCall((rank_ + i) % world_, call);
+    if (res != symmarSuccess) return failCall(res);
   }
   srcs_[rank_] = heap_->lamportSlot(rank_, buf, rank_);
   reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
@@ -125,7 +136,6 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
   }
   lamport_used_[buf] = trailer + 4;
   lamport_buf_ = (buf + 1) % sched::kLamportBuffers;
-  lamport_calls_ = call + 1;
   return acrossHosts(c, symmarAlgoLamport, 0, c.count, nullptr);
 }
 

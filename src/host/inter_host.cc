@@ -9,10 +9,11 @@
 
 namespace symmar {
 
-InterHost::InterHost(const InterHostCarrier& carrier, int hosts, int host, int timeout_ms)
+InterHost::InterHost(const InterHostCarrier& carrier, int hosts, int host, int rank, int timeout_ms)
     : carrier_(carrier),
       hosts_(hosts),
       host_(host),
+      rank_(rank),
       timeout_ms_(timeout_ms),
       sends_(static_cast<size_t>(hosts)),
       srcs_(static_cast<size_t>(hosts)),
@@ -50,7 +51,7 @@ const std::vector<InterHost::Piece>& InterHost::pieces(size_t count, symmarDataT
 }
 
 void InterHost::writeHeader(unsigned char* record, uint64_t sig, size_t bytes) const {
-  const Header h{sig, seq_, bytes, 0};
+  const Header h{sig, seq_, bytes, static_cast<uint64_t>(rank_)};
   std::memcpy(record, &h, sizeof(Header));
 }
 
@@ -71,10 +72,12 @@ symmarResult_t InterHost::exchange(const std::vector<const void*>& send, size_t 
     Header theirs;
     std::memcpy(&theirs, recv_.data() + static_cast<size_t>(h) * record, sizeof(Header));
     if (theirs.sig != sig || theirs.seq != seq_ || theirs.bytes != expected[static_cast<size_t>(h)]) {
+      // The rank is the sender's word, only quoted (a record that makes no sense fails the call anyway).
       return fail(symmarInvalidUsage,
-                  "collective mismatch across hosts: host %d made another call (count, dtype, op or algorithm) or "
-                  "another number of calls than host %d; every rank must make the same calls in the same order",
-                  h, host_);
+                  "collective mismatch across hosts: rank %lld (host %d) made another call (count, dtype, op or "
+                  "algorithm) or another number of calls than rank %d (host %d); every rank must make the same calls "
+                  "in the same order",
+                  static_cast<long long>(theirs.rank), h, rank_, host_);
     }
   }
   return symmarSuccess;

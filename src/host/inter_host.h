@@ -25,8 +25,9 @@ class InterHost {
   /// Partials above this many bytes take the two-round form.
   static constexpr size_t kOneRoundMaxBytes = 64 << 10;
 
-  /// hosts: ranks taking part (one per host); host: this rank's place among them.
-  InterHost(const InterHostCarrier& carrier, int hosts, int host, int timeout_ms);
+  /// hosts: ranks taking part (one per host); host: this rank's place among them; rank: this
+  /// rank's rank in the comm (its records carry it, so messages name the comm's ranks).
+  InterHost(const InterHostCarrier& carrier, int hosts, int host, int rank, int timeout_ms);
   ~InterHost();
   InterHost(const InterHost&) = delete;
   InterHost& operator=(const InterHost&) = delete;
@@ -50,7 +51,7 @@ class InterHost {
     uint64_t sig;
     uint64_t seq;
     uint64_t bytes;  // the record's data bytes
-    uint64_t pad;    // keeps the data 16-byte aligned in every record
+    uint64_t rank;   // the sender's rank in the comm (for messages); also keeps the data 16-byte aligned
   };
   /// Bytes of one record of a round: a header and up to span elements, padded to 16 bytes.
   static size_t recordBytes(size_t span, size_t elem);
@@ -63,6 +64,7 @@ class InterHost {
   InterHostCarrier carrier_;
   const int hosts_;
   const int host_;
+  const int rank_;
   const int timeout_ms_;
   uint64_t seq_ = 0;  // rounds exchanged: every host counts the same
   bool abandoned_ = false;  // an exchange failed: the engine may still touch the buffers

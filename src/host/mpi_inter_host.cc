@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -18,30 +19,76 @@ struct InterHostState {
   MPI_Comm comm = MPI_COMM_NULL;  // the ranks with this rank's local index, ranked by host
   int hosts = 0;
   int host = 0;
-  std::vector<MPI_Request> sends;
-  std::vector<char> received;              // per host: its record is in place
-  std::vector<unsigned char> wrong_length;  // where a record of another length lands (then refused)
+  // Per host:
+  std::vector<int> comm_ranks;                           // the comm's rank of its member (messages name it)
+  std::vector<MPI_Request> sends;                        // this rank's record for it (null: sent, or own)
+  std::vector<MPI_Request> recvs;                        // its record, matched and still arriving
+  std::vector<char> received;                            // its record is in place
+  std::vector<std::vector<unsigned char>> wrong_length;  // where its record lands if of another length
+  bool abandoned = false;  // an exchange gave up with requests pending: their buffers must outlive st
 };
 
-/// Takes host h's record if it has arrived: into place when it has this rank's length, else into
-/// scratch (it is still taken whole, so its sender completes and finds the mismatch too instead of
-/// waiting out its timeout); *mismatch is then set.
-int takeRecord(InterHostState* st, int h, char* dst, int n, bool* mismatch) {
-  int flag = 0;
-  MPI_Message msg;
-  MPI_Status status;
-  int rc = MPI_Improbe(h, kTag, st->comm, &flag, &msg, &status);
-  if (rc != MPI_SUCCESS || !flag) return rc;
-  int got = 0;
-  MPI_Get_count(&status, MPI_BYTE, &got);
-  if (got != n) {
-    *mismatch = true;
-    st->wrong_length.resize(static_cast<size_t>(got > 0 ? got : 1));
-    dst = reinterpret_cast<char*>(st->wrong_length.data());
+/// Moves host h's record on without ever blocking: matches it once it has arrived (into place when
+/// it has this rank's length, else into scratch, *mismatch then set: it is still taken whole, so
+/// its sender completes and finds the mismatch too instead of waiting out its timeout) and tests
+/// the receive. A matched message may still need its sender to move the data (a large one goes by
+/// rendezvous), and a sender that gave up on this exchange may not call MPI again for a long time:
+/// a blocking receive would then outlast the timeout, so the receive is polled like the rest.
+int pollRecord(InterHostState* st, int h, char* dst, int n, bool* mismatch) {
+  const size_t i = static_cast<size_t>(h);
+  MPI_Request& req = st->recvs[i];
+  if (req == MPI_REQUEST_NULL) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    int rc = MPI_Improbe(h, kTag, st->comm, &flag, &msg, &status);
+    if (rc != MPI_SUCCESS || !flag) return rc;
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (got != n) {
+      *mismatch = true;
+      st->wrong_length[i].resize(static_cast<size_t>(got > 0 ? got : 1));
+      dst = reinterpret_cast<char*>(st->wrong_length[i].data());
+    }
+    rc = MPI_Imrecv(dst, got, MPI_BYTE, &msg, &req);
+    if (rc != MPI_SUCCESS) return rc;
   }
-  rc = MPI_Mrecv(dst, got, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-  if (rc == MPI_SUCCESS) st->received[static_cast<size_t>(h)] = 1;
+  int done = 0;
+  const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  if (rc == MPI_SUCCESS && done) st->received[i] = 1;
   return rc;
+}
+
+/// Gives up on the requests still pending: they finish (or not) in the background, into buffers
+/// that stay (InterHost keeps the records, release() the scratch). The comm is failed from here on.
+void abandon(InterHostState* st) {
+  for (std::vector<MPI_Request>* reqs : {&st->sends, &st->recvs}) {
+    for (MPI_Request& r : *reqs) {
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Request_free(&r);
+        st->abandoned = true;
+      }
+    }
+  }
+}
+
+/// At the deadline: the first host whose record has not arrived, else the first that has not
+/// taken this rank's (*took_ours false); -1 when everything completed meanwhile.
+int lateHost(InterHostState* st, bool* took_ours) {
+  *took_ours = true;
+  for (int h = 0; h < st->hosts; ++h) {
+    if (!st->received[static_cast<size_t>(h)]) return h;
+  }
+  for (int h = 0; h < st->hosts; ++h) {
+    MPI_Request& r = st->sends[static_cast<size_t>(h)];
+    int done = 1;
+    if (r != MPI_REQUEST_NULL && MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
+    if (!done) {
+      *took_ours = false;
+      return h;
+    }
+  }
+  return -1;
 }
 
 // Every host sends its record for each other host (posted at once) and takes theirs as they come,
@@ -54,15 +101,20 @@ symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int t
   const int n = static_cast<int>(bytes);
   char* out = static_cast<char*>(recv);
   std::memcpy(out + static_cast<size_t>(st->host) * bytes, send[st->host], bytes);
-  st->sends.clear();
-  st->received.assign(static_cast<size_t>(st->hosts), 0);
+  const size_t hosts = static_cast<size_t>(st->hosts);
+  st->sends.assign(hosts, MPI_REQUEST_NULL);
+  st->recvs.assign(hosts, MPI_REQUEST_NULL);
+  st->wrong_length.resize(hosts);
+  for (std::vector<unsigned char>& w : st->wrong_length) w.clear();
+  st->received.assign(hosts, 0);
   st->received[static_cast<size_t>(st->host)] = 1;
   for (int h = 0; h < st->hosts; ++h) {
     if (h == st->host) continue;
-    MPI_Request r;
-    const int rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &r);
-    if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "posting the exchange failed", rc);
-    st->sends.push_back(r);
+    const int rc = MPI_Isend(send[h], n, MPI_BYTE, h, kTag, st->comm, &st->sends[static_cast<size_t>(h)]);
+    if (rc != MPI_SUCCESS) {
+      abandon(st);
+      return mpiFailure(symmarSystemError, "posting the exchange failed", rc);
+    }
   }
   bool mismatch = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -70,25 +122,43 @@ symmarResult_t exchange(const void* const* send, void* recv, size_t bytes, int t
     int left = 0;
     for (int h = 0; h < st->hosts; ++h) {
       if (st->received[static_cast<size_t>(h)]) continue;
-      const int rc = takeRecord(st, h, out + static_cast<size_t>(h) * bytes, n, &mismatch);
-      if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "receiving a record failed", rc);
+      const int rc = pollRecord(st, h, out + static_cast<size_t>(h) * bytes, n, &mismatch);
+      if (rc != MPI_SUCCESS) {
+        abandon(st);
+        return mpiFailure(symmarSystemError, "receiving a record failed", rc);
+      }
       left += !st->received[static_cast<size_t>(h)];
     }
     int sent = 0;
-    const int rc = MPI_Testall(static_cast<int>(st->sends.size()), st->sends.data(), &sent, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "sending a record failed", rc);
+    const int rc = MPI_Testall(st->hosts, st->sends.data(), &sent, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      abandon(st);
+      return mpiFailure(symmarSystemError, "sending a record failed", rc);
+    }
     if (sent && left == 0) break;
     if ((polls & 255) == 255 && std::chrono::steady_clock::now() >= deadline) {
-      // Sends still pending finish (or not) in the background: the comm is failed from here on,
-      // and InterHost keeps the records alive.
-      for (MPI_Request& r : st->sends) {
-        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-      }
-      return mpiFailure(symmarTimeout, "a rank on another host did not take part within the timeout");
+      bool took_ours = true;
+      const int late = lateHost(st, &took_ours);
+      if (late < 0) break;  // everything completed at the last moment
+      abandon(st);
+      char text[200];
+      snprintf(text, sizeof(text), "rank %d (host %d) did not %s within the timeout",
+               st->comm_ranks[static_cast<size_t>(late)], late,
+               took_ours ? "deliver its record" : "take this rank's record");
+      return mpiFailure(symmarTimeout, text);
     }
     if (polls > 1000) sched_yield();  // oversubscribed hosts: let the peer run
   }
-  if (mismatch) return mpiFailure(symmarInvalidUsage, "a host sent a record of another length (another call)");
+  if (mismatch) {
+    for (int h = 0; h < st->hosts; ++h) {
+      const std::vector<unsigned char>& w = st->wrong_length[static_cast<size_t>(h)];
+      if (w.empty()) continue;
+      char text[200];
+      snprintf(text, sizeof(text), "rank %d (host %d) sent a record of another length (another call)",
+               st->comm_ranks[static_cast<size_t>(h)], h);
+      return mpiFailure(symmarInvalidUsage, text);
+    }
+  }
   return symmarSuccess;
 }
 
@@ -97,6 +167,13 @@ void release(void* user) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && st->comm != MPI_COMM_NULL) MPI_Comm_free(&st->comm);
+  if (st->abandoned) {
+    // A receive matched before the exchange gave up may still land in its scratch: keep it.
+    static std::mutex mutex;
+    static auto* kept = new std::vector<std::vector<unsigned char>>;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (std::vector<unsigned char>& w : st->wrong_length) kept->push_back(std::move(w));
+  }
   delete st;
 }
 
@@ -128,6 +205,20 @@ symmarResult_t installInterHost(symmarComm_t comm, MPI_Comm mpi_comm) {
     return mpiFailure(symmarSystemError, "splitting the communicator by local index failed", rc);
   }
   // With as many ranks on every host, each split holds one rank per host ranked by host (the key).
+  // The comm's ranks are mpi_comm's (symmarCommInitMpi): messages name each host's member by it.
+  st->comm_ranks.assign(static_cast<size_t>(hosts), -1);
+  int split_size = 0;
+  MPI_Comm_size(st->comm, &split_size);
+  if (split_size == hosts) {  // else the hosts are unequal: the engine is refused below
+    std::vector<int> by_host(static_cast<size_t>(hosts));
+    for (int h = 0; h < hosts; ++h) by_host[static_cast<size_t>(h)] = h;
+    MPI_Group split_group, group;
+    MPI_Comm_group(st->comm, &split_group);
+    MPI_Comm_group(mpi_comm, &group);
+    MPI_Group_translate_ranks(split_group, hosts, by_host.data(), group, st->comm_ranks.data());
+    MPI_Group_free(&split_group);
+    MPI_Group_free(&group);
+  }
   res = symmarCommSetInterHost(comm, exchange, release, st, "mpi");
   if (res == symmarSuccess) return res;
   release(st);

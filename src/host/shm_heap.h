@@ -16,9 +16,10 @@ namespace symmar {
 /// What a rank's state word says to its peers.
 enum SegmentState : uint32_t {
   kSegmentAlive = 0,
-  /// The rank returned an error for the call whose barrier had epoch failed_epoch: its flags from
-  /// that epoch on are no contribution, so a peer that meets them must fail that call too (never
-  /// complete it on the failed rank's data). Calls it finished before stay good.
+  /// The rank returned an error for the call whose barrier had epoch failed_epoch (and whose number
+  /// in the comm's call sequence is failed_call): its flags from that epoch on, and its lamport data
+  /// from that call on, are no contribution, so a peer that meets them must fail that call too
+  /// (never complete it on the failed rank's data). Calls it finished before stay good.
   kSegmentFailed = 1,
   /// The rank destroyed a healthy comm: the flags it raised before leaving are still good.
   kSegmentLeft = 2,
@@ -28,6 +29,7 @@ struct SegmentHeader {
   uint32_t state;         // SegmentState, so waiting peers stop at once (published with release)
   int32_t pid;
   uint32_t failed_epoch;  // with kSegmentFailed: the first barrier epoch this rank did not complete
+  uint32_t failed_call;   // with kSegmentFailed: the first call (comm-wide number) this rank did not complete
 };
 
 class ShmHeap {

@@ -86,6 +86,28 @@ symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, u
   return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;
 }
 
+symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_bytes[2], size_t half,
+                                 symmarAlgo_t* algo) {
+  const bool one_fits = row_bytes[0] <= half, two_fits = row_bytes[1] <= half;
+  // A planned two-shot gives way to the one-shot, whose rows are smaller: it runs if they fit, and
+  // otherwise its need is the one to name (the least the half must hold for any form to serve).
+  if (*algo == symmarAlgoTwoShot && !two_fits && call.planned) *algo = symmarAlgoOneShot;
+  const bool two_shot = *algo == symmarAlgoTwoShot;
+  if (two_shot ? two_fits : one_fits) return symmarSuccess;
+  // A two-shot row holds more than a one-shot row, so only a two-shot can fail where the other fits.
+  const char* what = !two_shot      ? "the input row it stages"
+                     : call.fp8_out ? "the residual, norm and fp8 rows it publishes"
+                                    : "the residual and norm rows it publishes";
+  const char* remedy = two_shot && one_fits
+                           ? "; the oneshot form fits (force symmarAlgoOneShot, or let the call choose)"
+                           : ": raise the staging buffer (config.staging_bytes, SYMMAR_STAGING_BYTES)";
+  return fail(symmarUnsupported,
+              "the fused %s form needs %zu bytes of a staging half for each row (%s, %zu %s elements), and a half has "
+              "%zu bytes%s",
+              two_shot ? "twoshot" : "oneshot", row_bytes[two_shot ? 1 : 0], what, call.hidden, dtypeName(call.dtype),
+              half, remedy);
+}
+
 const PlanEnv& planEnv() {
   if (g_env_loaded.load(std::memory_order_acquire)) return g_env;
   std::lock_guard<std::mutex> lock(g_env_mutex);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/backend.h"
 #include "plan/table.h"
 #include "symmar/symmar.h"
 
@@ -46,6 +47,14 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
 /// then runs the allreduce and the norm separately.
 symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t tokens,
                             size_t hidden, symmarDataType_t dtype);
+/// The fused form that runs call, given the staging bytes a row takes in each form under the
+/// executing backend's own layout (row_bytes[0]: one-shot, row_bytes[1]: two-shot) and a staging
+/// half of half bytes: *algo (symmarAlgoOneShot or symmarAlgoTwoShot) unchanged when its rows fit;
+/// a planned (call.planned, not forced) two-shot whose rows do not fit becomes the one-shot.
+/// Otherwise symmarUnsupported, naming the bytes a row of the form needs against the half (and the
+/// one-shot, where it fits).
+symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_bytes[2], size_t half,
+                                 symmarAlgo_t* algo);
 
 /// Logs once per (capability, link) which row serves a capability that has no row of its own.
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row);

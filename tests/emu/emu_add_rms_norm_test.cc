@@ -124,6 +124,27 @@ std::vector<NormCase> normCases() {
 
 INSTANTIATE_TEST_SUITE_P(Emulated, FusedNorm, testing::ValuesIn(normCases()), normName);
 
+// What the host decides a form with, for the GPU backend: the kernels' own row layouts. A row of
+// 8191 float32 (32764 bytes) fits a 32768-byte half in the one-shot form only (the two-shot
+// publishes two 16-byte aligned parts: 2 x 32768); an odd row with fp8 pads every part.
+TEST(FusedNormLayout, RowBytesAreTheKernelsLayouts) {
+  gpu::LaunchContext ctx;
+  ctx.layout.staging_bytes = 64 << 10;
+  AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 4, 8191, symmarFloat32};
+  EXPECT_EQ(gpu::addRmsNormRowBytes(c, false), 32764u);
+  EXPECT_EQ(gpu::addRmsNormRowBytes(c, true), 65536u);
+  EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, false), 1u);
+  EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, true), 0u);
+  unsigned char q = 0;
+  AddRmsNormCall odd{nullptr, nullptr, nullptr, nullptr, nullptr, &q, 1.0f, 0.0f, 4, 7, symmarBfloat16};
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, false), 14u);
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), 16u + 16u + 16u);
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), gpu::fusedPublishedRowBytes(14, 7, true));
+  AddRmsNormCall empty = c;
+  empty.hidden = 0;
+  EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, empty, true), 0u) << "no division by an empty row";
+}
+
 }  // namespace
 }  // namespace emu
 }  // namespace symmar

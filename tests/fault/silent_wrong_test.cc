@@ -175,15 +175,15 @@ char* ownSegment() {
   return found;
 }
 
-// The call signature a host two-shot publishes for (count, f32, sum): the protocol's FNV-1a
-// over (count, dtype, op, algorithm), never 0.
-uint64_t twoShotSignature(size_t count) {
+// The call signature a host two-shot publishes for (count, f32, sum) as call number `call` of its
+// comm: the protocol's FNV-1a over (count, dtype, op, algorithm), never 0, then over the call number.
+uint64_t twoShotSignature(size_t count, uint32_t call) {
   uint64_t h = 1469598103934665603ull;
   for (uint64_t v :
        {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum}, uint64_t{symmarAlgoTwoShot}}) {
     h = (h ^ v) * 1099511628211ull;
   }
-  return h | 1;
+  return (((h | 1) ^ call) * 1099511628211ull) | 1;
 }
 
 }  // namespace
@@ -201,12 +201,12 @@ TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefused) {
       char* seg = ownSegment();
       if (!seg) return 20;
       namespace sched = symmar::sched;
-      const uint32_t epoch = 1;  // the first barrier after a start epoch of 0
+      const uint32_t epoch = 1;  // the first barrier after a start epoch of 0, of the first call (number 1)
       uint32_t* flag =
           reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
       auto* words = reinterpret_cast<char*>(flag);
       const uint64_t input_offset = uint64_t{1} << 40;
-      const uint64_t sig = twoShotSignature(kCount);
+      const uint64_t sig = twoShotSignature(kCount, 1);
       memcpy(words + sched::paritySlotOffset(epoch, 0), &input_offset, sizeof(input_offset));
       memcpy(words + sched::paritySlotOffset(epoch, 1), &sig, sizeof(sig));
       __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);

@@ -274,3 +274,156 @@ TEST(AddRmsNormArgs, MismatchedCallsSucceedOnNoRank) {
     }
   }
 }
+
+// An empty call (tokens 0 or hidden 0, buffers NULL) is a successful no-op on every rank, in every
+// form, and like an allreduce of count 0 it still takes part in call matching: a rank that makes
+// it while its peer makes another call (a fused call of rows, or a plain allreduce of count 0) gets
+// a mismatch, not a pairing with its peer's next call.
+TEST(AddRmsNormShapes, EmptyCallsAreNoOpsThatStillTakePart) {
+  const int world = 3;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.timeout_ms = 5000;
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  struct Empty {
+    size_t tokens, hidden;
+  };
+  const Empty empties[] = {{0, 0}, {0, 8}, {5, 0}};
+  auto errors = mp::runThreads(world, [&](int rank) {
+    int bad = 0;
+    for (const Empty& e : empties) {
+      for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot}) {
+        symmarAddRmsNormArgs_t a{};
+        a.tokens = e.tokens;
+        a.hidden = e.hidden;
+        a.dtype = symmarBfloat16;
+        const symmarResult_t res = symmarAllReduceAddRmsNormAlgo(&a, algo, comms[rank], nullptr);
+        if (res != symmarSuccess) {
+          fprintf(stderr, "rank %d: empty %zux%zu %s: %s\n", rank, e.tokens, e.hidden, symmarAlgoName(algo),
+                  symmarGetLastError(comms[rank]));
+          ++bad;
+        }
+      }
+    }
+    return bad;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+  // The comm is still good: a call with rows works after the empty ones.
+  auto after = mp::runThreads(world, [&](int rank) {
+    uint64_t digest = 0;
+    return runShape(comms[rank], rank, world, {4, 9, symmarFloat32, true, false, false, symmarAlgoAuto}, &digest);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(after[r], 0) << "rank " << r;
+  for (int r = 0; r < world; ++r) symmarCommDestroy(comms[r]);
+
+  for (int variant = 0; variant < 2; ++variant) {
+    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+    std::vector<symmarResult_t> res(world);
+    mp::runThreads(world, [&](int rank) {
+      std::vector<float> in(16, 1.0f), out(16), norm(16), gamma(8, 1.0f);
+      symmarAddRmsNormArgs_t a{};
+      a.input = in.data();
+      a.residual_out = out.data();
+      a.norm_out = norm.data();
+      a.gamma = gamma.data();
+      a.eps = 1e-6f;
+      a.tokens = rank == 0 ? 0 : 2;  // rank 0 has no rows; its peers have two of 8
+      a.hidden = 8;
+      a.dtype = symmarFloat32;
+      if (rank != 0 && variant == 1) {
+        res[rank] =
+            symmarAllReduceAlgo(nullptr, nullptr, 0, symmarFloat32, symmarSum, symmarAlgoOneShot, comms[rank], nullptr);
+      } else {
+        res[rank] = symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoOneShot, comms[rank], nullptr);
+      }
+      return 0;
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(res[r], symmarInvalidUsage) << "variant " << variant << " rank " << r;
+      symmarCommDestroy(comms[r]);
+    }
+  }
+}
+
+// The shapes at the edges: one element a row, odd rows (the two-shot's published rows then have
+// odd sizes), fewer rows than ranks, fp8 on odd rows; every form, against the reference.
+TEST(AddRmsNormShapes, EdgeShapesMatchTheReference) {
+  const int world = 3;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  std::vector<Shape> cases;
+  for (size_t tokens : {size_t(1), size_t(2), size_t(5)}) {
+    for (size_t hidden : {size_t(1), size_t(3), size_t(17)}) {
+      for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+        for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot}) {
+          cases.push_back({tokens, hidden, dt, hidden != 3, hidden == 17, hidden != 1, algo});
+        }
+      }
+    }
+  }
+  std::vector<uint64_t> digests(cases.size() * world);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    int bad = 0;
+    for (size_t c = 0; c < cases.size(); ++c)
+      bad += runShape(comms[rank], rank, world, cases[c], &digests[c * world + rank]);
+    return bad;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    symmarCommDestroy(comms[r]);
+  }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
+  }
+}
+
+// A row that fits the one-shot form's staging layout but not the two-shot's (8191 float32: 32764
+// bytes against a 32768-byte half; the two-shot publishes a residual and a norm row, 65528 bytes):
+// the planned form becomes the one-shot, and a forced two-shot is refused with a message that names
+// the form, what a row of it needs and the half, not "does not fit".
+TEST(AddRmsNormShapes, RowsThatFitOneFormOnly) {
+  const int world = 2;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.staging_bytes = 64 << 10;  // halves of 32768 bytes
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  const Shape planned{4, 8191, symmarFloat32, true, false, false, symmarAlgoAuto};
+  const Shape one{3, 8191, symmarFloat32, false, false, true, symmarAlgoOneShot};
+  std::vector<uint64_t> digests(2 * world);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    return runShape(comms[rank], rank, world, planned, &digests[rank]) +
+           runShape(comms[rank], rank, world, one, &digests[world + rank]);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+  EXPECT_EQ(digests[1], digests[0]);
+  EXPECT_EQ(digests[3], digests[2]);
+
+  std::vector<symmarResult_t> res(world);
+  std::vector<std::string> why(world);
+  mp::runThreads(world, [&](int rank) {
+    std::vector<float> in(2 * 8191, 1.0f), out(in.size()), norm(in.size()), gamma(8191, 1.0f);
+    symmarAddRmsNormArgs_t a{};
+    a.input = in.data();
+    a.residual_out = out.data();
+    a.norm_out = norm.data();
+    a.gamma = gamma.data();
+    a.eps = 1e-6f;
+    a.tokens = 2;
+    a.hidden = 8191;
+    a.dtype = symmarFloat32;
+    res[rank] = symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoTwoShot, comms[rank], nullptr);
+    why[rank] = symmarGetLastError(comms[rank]);
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(res[r], symmarUnsupported) << "rank " << r;
+    EXPECT_NE(why[r].find("twoshot form needs 65528 bytes"), std::string::npos) << why[r];
+    EXPECT_NE(why[r].find("a half has 32768 bytes"), std::string::npos) << why[r];
+    EXPECT_NE(why[r].find("the oneshot form fits"), std::string::npos) << why[r];
+    symmarCommDestroy(comms[r]);
+  }
+}

@@ -1,4 +1,5 @@
-// How ranks meet: external allgather, a rank that never arrives, clean teardown, epoch wrap.
+// How ranks meet: external allgather, a rank that never arrives, a late duplicate of a rank, clean
+// teardown, epoch wrap.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -242,5 +243,48 @@ TEST(Bootstrap, HostIdSeparatesOrJoinsHosts) {
     });
     EXPECT_EQ(status[0], 0) << (same ? "same host id" : "different host ids");
     EXPECT_EQ(status[1], 0) << (same ? "same host id" : "different host ids");
+  }
+}
+
+// A process that joins as a rank the comm already has, after the comm formed, is refused at once
+// with the reason, not left to its timeout: while the comm lives (rank 0 answers), once its ranks
+// destroyed it and exited (the id's listening socket, shared with this test process through fork,
+// still takes connections nobody answers), and while they destroy it. The ranks are unaffected.
+TEST(Bootstrap, ALateDuplicateOfARankIsRefusedAtOnceWithTheReason) {
+  enum Timing { kCommLives, kCommGone, kCommEnding };
+  for (int trial = 0; trial < 6; ++trial) {
+    const Timing timing = static_cast<Timing>(trial % 3);
+    symmarUniqueId id;
+    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+    mp::SharedWords words(3);  // [0]: ranks that formed the comm, [1]: ranks that left, [2]: duplicate done
+    auto status = mp::runForked(3, [&](int who) {
+      symmarConfig_t cfg = cpuConfig(20000);
+      symmarComm_t comm = nullptr;
+      if (who < 2) {  // ranks 0 and 1
+        if (symmarCommInitRank(&comm, 2, id, who, &cfg) != symmarSuccess) return 1;
+        __atomic_add_fetch(&words[0], 1, __ATOMIC_RELEASE);
+        for (int i = 0; timing == kCommLives && i < 30000 && __atomic_load_n(&words[2], __ATOMIC_ACQUIRE) == 0; ++i) {
+          usleep(1000);
+        }
+        float x[4] = {1, 2, 3, 4};
+        const bool good =
+            symmarAllReduce(x, x, 4, symmarFloat32, symmarSum, comm, nullptr) == symmarSuccess && x[3] == 8.0f;
+        const int rc = (good ? 0 : 2) + (symmarCommDestroy(comm) != symmarSuccess) * 4;
+        __atomic_add_fetch(&words[1], 1, __ATOMIC_RELEASE);
+        return rc;
+      }
+      const int wait_for = timing == kCommGone ? 1 : 0;  // [1] counts ranks that left, [0] ranks that formed
+      while (__atomic_load_n(&words[wait_for], __ATOMIC_ACQUIRE) < 2) usleep(1000);
+      if (timing == kCommGone) usleep(20000);  // the ranks' processes exit
+      const auto start = std::chrono::steady_clock::now();
+      const symmarResult_t res = symmarCommInitRank(&comm, 2, id, 1, &cfg);  // rank 1 again
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string error = symmarGetLastError(nullptr);
+      __atomic_store_n(&words[2], 1, __ATOMIC_RELEASE);
+      if (res == symmarInvalidUsage && secs < 5.0 && error.find("already formed") != std::string::npos) return 0;
+      fprintf(stderr, "duplicate of rank 1: %s after %.1f s: %s\n", symmarGetErrorString(res), secs, error.c_str());
+      return 8;
+    });
+    for (int who = 0; who < 3; ++who) EXPECT_EQ(status[who], 0) << "trial " << trial << ", process " << who;
   }
 }

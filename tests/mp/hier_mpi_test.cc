@@ -5,8 +5,10 @@
 // for max/min and int32 sum, within a stated tolerance for float sums, and bitwise identical on
 // every rank. Then a rank on the last host that arrives after the timeout: every rank must report
 // a failure within the timeout, none may hang or succeed. With unequal hosts (world % L != 0) the
-// comm must say it runs flat and still be right.
+// comm must say it runs flat and still be right. `symmar_hier_tests L stopped` runs only the case of
+// a rank stopped mid-exchange and resumed after its peers gave up (stoppedRank).
 #include <mpi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -230,8 +232,11 @@ int crossHostMismatch(const symmarConfig_t& base, int local) {
   return bad;
 }
 
-/// The last rank arrives after the timeout; every rank must fail the call within a bound.
-int lateRank(const symmarConfig_t& base) {
+/// The last rank arrives after the timeout; every rank must fail the call within a bound. The ranks
+/// of its local index on the other hosts wait for it in the inter-host exchange, its host mates at a
+/// barrier, and their messages must name it as the comm does (rank world - 1, on host hosts - 1),
+/// not by its index on its host.
+int lateRank(const symmarConfig_t& base, int local) {
   symmarConfig_t cfg = base;
   cfg.timeout_ms = 1500;
   symmarComm_t comm = nullptr;
@@ -248,9 +253,87 @@ int lateRank(const symmarConfig_t& base) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bool ok = res != symmarSuccess && s < 3.0 * cfg.timeout_ms / 1000;
   if (!ok) fprintf(stderr, "rank %d: late-rank call returned %s after %.2f s\n", g_rank, symmarGetErrorString(res), s);
+  const std::string why = symmarGetLastError(comm);
+  const std::string names = "rank " + std::to_string(g_world - 1) + " (host " + std::to_string(g_world / local - 1) + ")";
+  if (!late && g_rank % local == local - 1 && why.find(names) == std::string::npos) {
+    fprintf(stderr, "rank %d: the late rank's partner does not name %s: %s\n", g_rank, names.c_str(), why.c_str());
+    ok = false;
+  }
+  // Its host mates wait for it at their first barrier: they name it by its comm rank too.
+  const std::string barrier_names = "rank " + std::to_string(g_world - 1) + " did not arrive at a barrier";
+  if (!late && g_rank / local == g_world / local - 1 && why.find(barrier_names) == std::string::npos) {
+    fprintf(stderr, "rank %d: the late rank's host mate does not name rank %d: %s\n", g_rank, g_world - 1,
+            why.c_str());
+    ok = false;
+  }
   symmarCommDestroy(comm);
   const bool all = allAgree(ok);
   if (g_rank == 0) printf("late rank: %s\n", all ? "every rank failed the call in time" : "FAILED");
+  return all ? 0 : 1;
+}
+
+/// A rank stopped (SIGSTOP) in the middle of its inter-host exchange, and resumed (SIGCONT, by rank
+/// 0) well after its peers' timeout; they stay out of MPI for a while after failing, as an engine
+/// busy with other work would. Run over TCP, where a large record needs its sender to move its data,
+/// as between real hosts. No receive may outlast its deadline: not the late partner's receive of the
+/// stopped rank's record (matched, but its data waits for the stopped sender), and not the resumed
+/// rank's receive of the partner's record (its sender gave up and is out of MPI). Every rank must
+/// fail the call within the timeout of the partner's arrival, the stopped one within the timeout of
+/// its resumption (its deadline passed while it was stopped), each with a margin.
+int stoppedRank(const symmarConfig_t& base, int local) {
+  using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process here
+  symmarConfig_t cfg = base;
+  cfg.timeout_ms = 1500;
+  const auto timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  symmarComm_t comm = nullptr;
+  if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) {
+    fprintf(stderr, "rank %d: init: %s\n", g_rank, symmarGetLastError(nullptr));
+    return 1;
+  }
+  const int stopped = g_world - 1;  // the last host's last local index
+  const int partner = local - 1;    // the same local index on host 0: late, so the stop falls mid-exchange
+  int pid = static_cast<int>(getpid());
+  std::vector<int> pids(static_cast<size_t>(g_world));
+  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<float> buf(size_t{1} << 18, 1.0f);  // records far above TCP's eager limit
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Clock::time_point t0 = Clock::now();
+  const Clock::time_point resume_at = t0 + std::chrono::milliseconds(600) + timeout + std::chrono::milliseconds(3000);
+  std::thread stopper;
+  if (g_rank == stopped) {
+    stopper = std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      kill(getpid(), SIGSTOP);
+    });
+  }
+  if (g_rank == partner) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const symmarResult_t res = symmarAllReduceAlgo(buf.data(), buf.data(), buf.size(), symmarFloat32, symmarSum,
+                                                 symmarAlgoTwoShot, comm, nullptr);
+  const Clock::time_point t_end = Clock::now();
+  const std::string why = symmarGetLastError(comm);
+  if (stopper.joinable()) stopper.join();
+  long long resumed_ns = 0;
+  if (g_rank == 0) {
+    std::this_thread::sleep_until(resume_at);
+    resumed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    kill(pids[static_cast<size_t>(stopped)], SIGCONT);
+  }
+  // No MPI call (destroy frees a communicator) until well after the stopped rank could be done.
+  if (g_rank != stopped) std::this_thread::sleep_until(resume_at + timeout + std::chrono::milliseconds(4500));
+  symmarCommDestroy(comm);
+  MPI_Bcast(&resumed_ns, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  const Clock::time_point resumed{std::chrono::nanoseconds(resumed_ns)};
+  const Clock::time_point bound = (g_rank == stopped ? resumed : t0 + std::chrono::milliseconds(600)) + timeout +
+                                  std::chrono::milliseconds(1500);
+  const bool ok = res != symmarSuccess && t_end < bound;
+  if (!ok) {
+    fprintf(stderr, "rank %d%s: %s after %.2f s (%.2f s after the resumption): %s\n", g_rank,
+            g_rank == stopped ? " (stopped)" : "", symmarGetErrorString(res),
+            std::chrono::duration<double>(t_end - t0).count(), std::chrono::duration<double>(t_end - resumed).count(),
+            why.c_str());
+  }
+  const bool all = allAgree(ok);
+  if (g_rank == 0) printf("stopped rank: %s\n", all ? "every rank failed the call in time" : "FAILED");
   return all ? 0 : 1;
 }
 
@@ -258,11 +341,12 @@ int lateRank(const symmarConfig_t& base) {
 
 int main(int argc, char** argv) {
   const int local = argc > 1 ? atoi(argv[1]) : 0;
+  const bool only_stopped = argc > 2 && std::string(argv[2]) == "stopped";
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_world);
   if (local < 1) {
-    if (g_rank == 0) fprintf(stderr, "usage: symmar_hier_tests RANKS_PER_HOST\n");
+    if (g_rank == 0) fprintf(stderr, "usage: symmar_hier_tests RANKS_PER_HOST [stopped]\n");
     MPI_Finalize();
     return 2;
   }
@@ -279,7 +363,9 @@ int main(int argc, char** argv) {
   cfg.timeout_ms = 60000;
   symmarComm_t comm = nullptr;
   int failed = 0;
-  if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) {
+  if (only_stopped) {
+    failed = uniform && hosts > 1 ? stoppedRank(cfg, local) : 1;
+  } else if (symmarCommInitMpi(&comm, MPI_COMM_WORLD, &cfg) != symmarSuccess) {
     fprintf(stderr, "rank %d: symmarCommInitMpi: %s\n", g_rank, symmarGetLastError(nullptr));
     failed = 1;
   } else {
@@ -299,7 +385,7 @@ int main(int argc, char** argv) {
     failed += fusedNorm(comm);
     symmarCommDestroy(comm);
     if (uniform) failed += crossHostMismatch(cfg, local);
-    if (uniform) failed += lateRank(cfg);
+    if (uniform) failed += lateRank(cfg, local);
   }
   int total = 0;
   MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -1,8 +1,9 @@
 // The host backend's lamport twin across forked processes and threads: every dtype it serves and
 // op, counts up to its 256 KiB limit, in place and not, worlds 2..8, against a float64 reference and
 // bitwise identical on all ranks; 1,000 calls rotating its buffers among barrier calls; and the
-// ways it must fail rather than complete: a mismatched call, a rank that never calls, a message over
-// the limit, a dtype it does not serve.
+// ways it must fail rather than complete: a mismatched call (also against a barrier call, and every
+// call after it), a rank that never calls, a rank that arrives after its peer gave up, a message
+// over the limit, a dtype it does not serve.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mp/mp_util.h"
@@ -178,6 +180,88 @@ TEST(HostLamportFailure, ALamportCallAgainstABarrierCallIsAMismatchOnBothRanks) 
     EXPECT_EQ(res[r], symmarInvalidUsage) << "rank " << r;
     symmarCommDestroy(comms[r]);
   }
+}
+
+namespace {
+
+enum class BarrierCall { kOneShot, kTwoShot, kFused };
+const char* nameOf(BarrierCall k) {
+  return k == BarrierCall::kOneShot ? "one-shot" : k == BarrierCall::kTwoShot ? "two-shot" : "fused";
+}
+
+// One call of 16 floats: a lamport allreduce, or the barrier call k (the fused call: 2 rows of 8).
+symmarResult_t callOnce(symmarComm_t comm, bool lamport, BarrierCall k, int rank) {
+  std::vector<float> x(16, static_cast<float>(rank + 1)), residual(16), norm(16), gamma(8, 1.0f);
+  if (lamport || k != BarrierCall::kFused) {
+    const symmarAlgo_t algo = lamport                      ? symmarAlgoLamport
+                              : k == BarrierCall::kOneShot ? symmarAlgoOneShot
+                                                           : symmarAlgoTwoShot;
+    return symmarAllReduceAlgo(x.data(), x.data(), 16, symmarFloat32, symmarSum, algo, comm, nullptr);
+  }
+  symmarAddRmsNormArgs_t a{};
+  a.input = x.data();
+  a.residual_out = residual.data();
+  a.norm_out = norm.data();
+  a.gamma = gamma.data();
+  a.eps = 1e-6f;
+  a.tokens = 2;
+  a.hidden = 8;
+  a.dtype = symmarFloat32;
+  return symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoOneShot, comm, nullptr);
+}
+
+}  // namespace
+
+// Rank 0: lamport, barrier call, lamport, lamport; rank 1: barrier call, lamport, lamport, lamport.
+// The first two calls differ between the ranks and the last two come after a mismatch: no call may
+// succeed on any rank. A refused barrier call that left the comm usable (its flag raised, the
+// lamport call number unmoved) let rank 1's next lamport call pair with rank 0's pending one, and
+// every call after it paired with the peer's previous one.
+TEST(HostLamportFailure, ABarrierCallRefusedAgainstALamportCallFailsTheCommOnBothRanks) {
+  const int world = 2, calls = 4;
+  for (BarrierCall k : {BarrierCall::kOneShot, BarrierCall::kTwoShot, BarrierCall::kFused}) {
+    for (int trial = 0; trial < 5; ++trial) {
+      std::vector<symmarComm_t> comms(world);
+      symmarConfig_t cfg = lamportConfig(3000);
+      ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+      std::vector<symmarResult_t> res(world * calls);
+      mp::runThreads(world, [&](int rank) {
+        for (int n = 0; n < calls; ++n) {
+          const bool lamport = rank == 0 ? n != 1 : n != 0;
+          res[rank * calls + n] = callOnce(comms[rank], lamport, k, rank);
+        }
+        return 0;
+      });
+      for (int r = 0; r < world; ++r) {
+        for (int n = 0; n < calls; ++n) {
+          EXPECT_NE(res[r * calls + n], symmarSuccess)
+              << nameOf(k) << ", trial " << trial << ": rank " << r << ", call " << n;
+        }
+        EXPECT_EQ(res[r * calls], symmarInvalidUsage) << nameOf(k) << ": rank " << r << " names the mismatch";
+        symmarCommDestroy(comms[r]);
+      }
+    }
+  }
+}
+
+// A rank that arrives after its peer gave up on a lamport call finds the peer's data in its buffer
+// but must not complete the call: the peer returned symmarTimeout for it.
+TEST(HostLamportFailure, ARankArrivingAfterThePeersTimeoutDoesNotSucceed) {
+  const int world = 2;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = lamportConfig(300);
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  std::vector<symmarResult_t> res(world);
+  mp::runThreads(world, [&](int rank) {
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::vector<float> buf(64, 1.0f);
+    res[rank] = symmarAllReduceAlgo(buf.data(), buf.data(), 64, symmarFloat32, symmarSum, symmarAlgoLamport,
+                                    comms[rank], nullptr);
+    return 0;
+  });
+  EXPECT_EQ(res[0], symmarTimeout);
+  EXPECT_NE(res[1], symmarSuccess) << "rank 0 did not complete this call";
+  for (int r = 0; r < world; ++r) symmarCommDestroy(comms[r]);
 }
 
 TEST(HostLamportFailure, ARankThatNeverCallsTimesOutTheOthers) {

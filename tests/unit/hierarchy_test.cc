@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/host_layout.h"
+#include "core/error.h"
 #include "host/host_reduce.h"
 #include "host/inter_host.h"
 #include "plan/table.h"
@@ -89,13 +91,20 @@ symmarResult_t exchangeInProcess(const void* const* send, void* recv, size_t byt
   return port->host == b.fail_host ? symmarTimeout : symmarSuccess;
 }
 
-/// Runs combine() on `hosts` threads; partial h holds values (h + 1) * (i % 7) - 3.25 * h.
+/// The comm rank of host h's member in these tests: local index 1 of hosts of 2 ranks, so that no
+/// host index or local index passes for it.
+int commRankOf(int h) { return 2 * h + 1; }
+
+/// Runs combine() on `hosts` threads; partial h holds values (h + 1) * (i % 7) - 3.25 * h. errors,
+/// when given, receives each host's error text.
 std::vector<std::vector<float>> combineOnThreads(int hosts, size_t count, std::vector<symmarResult_t>* results,
-                                                 int fail_host = -1, int odd_sig_host = -1) {
+                                                 int fail_host = -1, int odd_sig_host = -1,
+                                                 std::vector<std::string>* errors = nullptr) {
   Switchboard board(hosts);
   board.fail_host = fail_host;
   std::vector<std::vector<float>> out(static_cast<size_t>(hosts), std::vector<float>(count, -1.0f));
   results->assign(static_cast<size_t>(hosts), symmarSuccess);
+  if (errors) errors->assign(static_cast<size_t>(hosts), "");
   std::vector<std::thread> threads;
   for (int h = 0; h < hosts; ++h) {
     threads.emplace_back([&, h] {
@@ -104,13 +113,14 @@ std::vector<std::vector<float>> combineOnThreads(int hosts, size_t count, std::v
       carrier.fn = exchangeInProcess;
       carrier.user = &port;
       carrier.name = "test";
-      InterHost ih(carrier, hosts, h, 1000);
+      InterHost ih(carrier, hosts, h, commRankOf(h), 1000);
       for (const InterHost::Piece& p : ih.pieces(count, symmarFloat32)) {
         float* dst = static_cast<float*>(p.dst);
         for (size_t i = 0; i < p.count; ++i) dst[i] = (h + 1) * float((p.begin + i) % 7) - 3.25f * h;
       }
       (*results)[static_cast<size_t>(h)] = ih.combine(out[static_cast<size_t>(h)].data(), nullptr, count, symmarFloat32,
                                                       symmarSum, h == odd_sig_host ? 2 : 1);
+      if (errors) (*errors)[static_cast<size_t>(h)] = threadLastError();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -138,8 +148,12 @@ TEST(InterHost, BothFormsMatchTheHostOrderSumOnEveryHost) {
 TEST(InterHost, AnotherCallOnOneHostFailsOnEveryHost) {
   for (size_t count : {size_t(10), size_t(70001)}) {
     std::vector<symmarResult_t> res;
-    combineOnThreads(3, count, &res, -1, /*odd_sig_host=*/1);
+    std::vector<std::string> errors;
+    combineOnThreads(3, count, &res, -1, /*odd_sig_host=*/1, &errors);
     for (symmarResult_t r : res) EXPECT_EQ(r, symmarInvalidUsage) << count;
+    // Ranks are named as the comm numbers them, with their hosts: host 1's member is rank 3.
+    EXPECT_NE(errors[0].find("rank 3 (host 1) made another call"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[0].find("than rank 1 (host 0)"), std::string::npos) << errors[0];
   }
 }
 

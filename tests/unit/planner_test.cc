@@ -1,13 +1,16 @@
 // The planner and the built-in tables: every key answers, the lookup chain never fails, and the
 // availability rules hold. Arches come from the tables themselves (knownArchs), so a new row needs
-// no edit here; rows may be sparse, and the chain must serve every key anyway.
+// no edit here; rows may be sparse, and the chain must serve every key anyway. The fused call's form
+// gives way to the one-shot where only its rows fit, and says what a form needs where none serves.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/names.h"
 #include "plan/arch.h"
 #include "plan/planner.h"
@@ -309,4 +312,41 @@ TEST(Planner, EnvironmentForcesAndDisables) {
   EXPECT_EQ(plan(t, 1024), symmarAlgoLamport);
   unsetenv("SYMMAR_ALGO");
   reloadPlanEnv();
+}
+
+TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
+  // 8191 float32 a row against a 32768-byte half: the one-shot stages 32764 bytes a row, the
+  // two-shot publishes 65528.
+  AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 64, 8191, symmarFloat32};
+  const size_t rows[2] = {32764, 65528};
+  symmarAlgo_t algo = symmarAlgoTwoShot;
+  c.planned = true;
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarSuccess);
+  EXPECT_EQ(algo, symmarAlgoOneShot);
+  algo = symmarAlgoOneShot;
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarSuccess);
+  EXPECT_EQ(algo, symmarAlgoOneShot);
+  algo = symmarAlgoTwoShot;
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 65528, &algo), symmarSuccess) << "both fit: the plan stands";
+  EXPECT_EQ(algo, symmarAlgoTwoShot);
+}
+
+TEST(FusedForm, AFormThatCannotServeSaysWhatARowOfItNeeds) {
+  AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 64, 8191, symmarFloat32};
+  const size_t rows[2] = {32764, 65528};
+  symmarAlgo_t algo = symmarAlgoTwoShot;  // forced: not changed
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarUnsupported);
+  EXPECT_EQ(algo, symmarAlgoTwoShot);
+  std::string why = threadLastError();
+  EXPECT_NE(why.find("the fused twoshot form needs 65528 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("residual and norm rows"), std::string::npos) << why;
+  EXPECT_NE(why.find("a half has 32768 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("the oneshot form fits"), std::string::npos) << why;
+  // Neither fits, planned or not: the one-shot's need is named.
+  c.planned = true;
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 16384, &algo), symmarUnsupported);
+  why = threadLastError();
+  EXPECT_NE(why.find("the fused oneshot form needs 32764 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("a half has 16384 bytes"), std::string::npos) << why;
+  EXPECT_EQ(why.find("fits"), std::string::npos) << why;
 }
