@@ -68,8 +68,8 @@ const EnvVarInfo kRegistry[] = {
      "several ids runs hierarchically (set per rank to test several hosts on one machine: scripts/sim-hosts.sh).",
      kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
-     "First barrier epoch and lamport call number of new comms (rank 0's value); set near 4294967295 to exercise "
-     "their wrap (testing).",
+     "First barrier epoch and call number of new comms (rank 0's value; on the GPU the call number counts lamport "
+     "calls); set near 4294967295 to exercise their wrap (testing).",
      kInteger, 0, 0, UINT32_MAX},
 };
 

@@ -122,10 +122,19 @@ class DriftRank {
     hashes_.resize(seq.size());
   }
 
+  /// Makes this rank sleep late_ms before call k.
+  void beLateAt(int k, int late_ms) {
+    late_at_ = k;
+    late_ms_ = late_ms;
+  }
+  /// Failed calls become outcomes (firstFailed) rather than errors: for runs in which a rank is late.
+  void expectFailures() { expect_failures_ = true; }
+
   /// Runs the whole sequence; error() says what went wrong first ("" if nothing).
   void run() {
     for (size_t k = 0; k < seq_.size() && error_.empty(); ++k) {
       pause();
+      if (static_cast<int>(k) == late_at_) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms_));
       const DriftCall& c = seq_[k];
       const int n = static_cast<int>(k);
       for (const std::atomic<int>& d : progress_->done) {
@@ -139,7 +148,8 @@ class DriftRank {
       } else {
         allReduce(c, n);
       }
-      if (error_.empty() && comm_.status(rank_)[0] != 0) {
+      if (error_.empty() && failed() && first_failed_ < 0) first_failed_ = n;
+      if (error_.empty() && failed() && !expect_failures_) {
         error_ = "call " + std::to_string(k) + ": rank " + std::to_string(rank_) + " reported failure " +
                  std::to_string(comm_.status(rank_)[0]) + " (reason " + std::to_string(comm_.status(rank_)[3]) + ")";
       }
@@ -149,8 +159,12 @@ class DriftRank {
 
   const std::string& error() const { return error_; }
   uint64_t hash(size_t k) const { return hashes_[k]; }
+  /// The first call after which this rank's comm reported a failure (-1: none).
+  int firstFailed() const { return first_failed_; }
 
  private:
+  /// The comm reported a failure (sticky: every later call fails too, and its outputs are not checked).
+  bool failed() const { return comm_.status(rank_)[0] != 0; }
   /// Random pauses: most calls follow at once, some after a few yields, a few after up to 0.5 ms.
   void pause() {
     const uint32_t x = rng_() % 100;
@@ -173,6 +187,7 @@ class DriftRank {
     call.send[static_cast<size_t>(rank_)] = send;
     call.recv[static_cast<size_t>(rank_)] = recv;
     comm_.launchOn(rank_, comm_.launchOf(rank_, call));
+    if (failed()) return;
     for (size_t i = 0; i < c.count; ++i) {
       double want = inputValue(0, i, n);
       for (int p = 1; p < comm_.world(); ++p) {
@@ -206,6 +221,7 @@ class DriftRank {
       return;
     }
     comm_.launchOn(rank_, l);
+    if (failed()) return;
     const double tol = c.dtype == symmarFloat32 ? 1e-5 : c.dtype == symmarFloat16 ? 2e-3 : 1.6e-2;
     for (size_t t = 0; t < tokens; ++t) {
       double ss = 0;
@@ -248,6 +264,8 @@ class DriftRank {
   std::vector<uint64_t> hashes_;
   std::string error_;
   Progress* progress_;
+  int late_at_ = -1, late_ms_ = 0, first_failed_ = -1;
+  bool expect_failures_ = false;
 };
 
 /// Calls per run: SYMMAR_EMU_DRIFT_CALLS, else 1,000.
@@ -280,6 +298,52 @@ void runDrift(int world, uint32_t seed, int calls) {
     for (int r = 1; r < world; ++r) {
       ASSERT_EQ(ranks[static_cast<size_t>(r)]->hash(k), ranks[0]->hash(k))
           << "call " << k << ": rank " << r << "'s output differs from rank 0's (seed " << seed << ")";
+    }
+  }
+}
+
+// One rank sleeps far past the timeout before one call of the drifting sequence. Every call before
+// it succeeds with the reference values on every rank; from that call on every call of every rank
+// fails (the late rank's included: it must not complete a call its peers gave up on), each within
+// the timeout; nothing hangs.
+TEST(Drift, ALateRankFailsTheCallOnEveryRankAndNothingAfter) {
+  for (uint32_t seed : {11u, 12u, 13u}) {
+    std::mt19937 rng(seed);
+    const int world = 2 + static_cast<int>(rng() % 3), calls = 40;
+    const int late_rank = static_cast<int>(rng() % static_cast<uint32_t>(world));
+    const int late_at = 10 + static_cast<int>(rng() % 20);
+    EmuOptions o;
+    o.world = world;
+    o.blocks = 3;
+    o.staging_bytes = 32 << 10;
+    o.timeout_ms = 1500;
+    EmuComm comm(o);
+    const std::vector<DriftCall> seq = makeSequence(seed, calls);
+    const std::vector<char*> sym = comm.symmetricAlloc(kBufBytes);
+    Progress progress(world);
+    std::vector<std::unique_ptr<DriftRank>> ranks;
+    for (int r = 0; r < world; ++r) {
+      ranks.push_back(std::make_unique<DriftRank>(comm, r, seq, sym[static_cast<size_t>(r)], seed, &progress));
+      ranks.back()->expectFailures();
+    }
+    ranks[static_cast<size_t>(late_rank)]->beLateAt(late_at, 4 * o.timeout_ms);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (auto& r : ranks) threads.emplace_back([&r] { r->run(); });
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 60.0) << "seed " << seed << ": every failure is bounded by the timeout";
+    for (int r = 0; r < world; ++r) {
+      const DriftRank& d = *ranks[static_cast<size_t>(r)];
+      ASSERT_EQ(d.error(), "") << "seed " << seed;
+      EXPECT_EQ(d.firstFailed(), late_at) << "seed " << seed << ": rank " << r << " (rank " << late_rank
+                                          << " late at call " << late_at << ", world " << world << ")";
+    }
+    for (int k = 0; k < late_at; ++k) {
+      for (int r = 1; r < world; ++r) {
+        ASSERT_EQ(ranks[static_cast<size_t>(r)]->hash(static_cast<size_t>(k)), ranks[0]->hash(static_cast<size_t>(k)))
+            << "seed " << seed << " call " << k;
+      }
     }
   }
 }
