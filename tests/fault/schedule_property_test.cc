@@ -50,7 +50,7 @@ struct Perturbation {
   bool stopped = false; ///< frozen in the middle of the call until its peers have given up
 };
 
-constexpr int kTimeoutMs = 250;
+constexpr int kTimeoutMs = 500;
 constexpr int kLongMs = 3 * kTimeoutMs;  // "late" and "stopped" last this long: well past the timeout
 
 struct Schedule {
@@ -213,15 +213,20 @@ std::string runSchedule(const Schedule& s) {
     pids.push_back(pid);
   }
   // Stop a rank shortly after it entered the planned call, resume it after its peers' timeout.
+  std::vector<int> statuses(static_cast<size_t>(s.world), 0);
+  std::vector<bool> reaped(static_cast<size_t>(s.world), false);
   for (int r = 0; r < s.world; ++r) {
-    for (int k = 0; k < s.ncalls(); ++k) {
+    for (int k = 0; k < s.ncalls() && !reaped[static_cast<size_t>(r)]; ++k) {
       if (!s.perturbation[static_cast<size_t>(r)][static_cast<size_t>(k)].stopped) continue;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       while (__atomic_load_n(&slots.inCall(r, k), __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < deadline) {
-        int status = 0;
-        if (waitpid(pids[static_cast<size_t>(r)], &status, WNOHANG) != 0) break;  // it ended before
-        std::this_thread::yield();
+        if (waitpid(pids[static_cast<size_t>(r)], &statuses[static_cast<size_t>(r)], WNOHANG) != 0) {
+          reaped[static_cast<size_t>(r)] = true;  // it ended before that call (killed, or its comm failed early)
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
+      if (reaped[static_cast<size_t>(r)]) break;
       kill(pids[static_cast<size_t>(r)], SIGSTOP);
       std::this_thread::sleep_for(std::chrono::milliseconds(kLongMs));
       kill(pids[static_cast<size_t>(r)], SIGCONT);
@@ -229,8 +234,8 @@ std::string runSchedule(const Schedule& s) {
   }
   std::string err;
   for (int r = 0; r < s.world; ++r) {
-    int status = 0;
-    waitpid(pids[static_cast<size_t>(r)], &status, 0);
+    int status = statuses[static_cast<size_t>(r)];
+    if (!reaped[static_cast<size_t>(r)]) waitpid(pids[static_cast<size_t>(r)], &status, 0);
     bool planned_kill = false;
     for (const Perturbation& p : s.perturbation[static_cast<size_t>(r)]) planned_kill = planned_kill || p.killed;
     const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
