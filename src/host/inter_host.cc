@@ -37,9 +37,8 @@ size_t InterHost::recordBytes(size_t span, size_t elem) {
 
 const std::vector<InterHost::Piece>& InterHost::pieces(size_t count, symmarDataType_t dtype) {
   const size_t elem = symmarTypeSize(dtype);
-  two_rounds_ = count * elem > kOneRoundMaxBytes;
-  const size_t n = two_rounds_ ? static_cast<size_t>(hosts_) : 1;
-  span_ = two_rounds_ ? (count + n - 1) / n : count;
+  const size_t n = static_cast<size_t>(hosts_);
+  span_ = (count + n - 1) / n;
   const size_t record = recordBytes(span_, elem);
   if (send_.size() < record * n) send_.resize(record * n);
   pieces_.clear();
@@ -88,16 +87,10 @@ symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDat
   const size_t elem = symmarTypeSize(dtype);
   const size_t record = recordBytes(span_, elem);
   auto data = [&](size_t h) { return recv_.data() + h * record + sizeof(Header); };
-  ++seq_;
-  if (!two_rounds_) {  // every host's whole partial to every host; each reduces them all
-    writeHeader(send_.data(), sig, count * elem);
-    std::fill(sends_.begin(), sends_.end(), send_.data());
-    std::fill(expected_.begin(), expected_.end(), count * elem);
-    SYMMAR_CHECK(exchange(sends_, record, sig, expected_));
-    for (size_t h = 0; h < srcs_.size(); ++h) srcs_[h] = data(h);
-    if (count) reduceRanks(dst, dst2, srcs_.data(), hosts_, count, dtype, op);
-    return symmarSuccess;
+  if (pieces_.back().begin + pieces_.back().count != count) {
+    return fail(symmarInternalError, "inter-host stage: combine of %zu elements after pieces() of another count", count);
   }
+  ++seq_;
   // Reduce-scatter: piece h of every partial goes to host h, which reduces it in host order.
   const Piece& mine = pieces_[static_cast<size_t>(host_)];
   for (size_t h = 0; h < pieces_.size(); ++h) {

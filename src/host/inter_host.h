@@ -1,12 +1,14 @@
 // The inter-host stage of a hierarchical host comm. Each rank holds its host's partial result for
 // some elements; the ranks with the same local index, one per host, combine their partials through
 // the engine's exchange (MPI, or whatever the engine installed), reducing in host order so every
-// rank of the comm computes the same bits:
-//  - small partials (latency-bound): one round, every host sends its whole partial to every other,
-//    and each reduces all of them;
-//  - larger ones (bandwidth-bound): a reduce-scatter round (host h receives sub-slice h of every
-//    partial and reduces it) and an all-gather round of the reduced sub-slices: 2(H-1)/H of the
-//    partial on the wire per rank instead of H-1, and each element reduced once per comm.
+// rank of the comm computes the same bits. Two rounds: a reduce-scatter (host h receives sub-slice
+// h of every partial and reduces it) and an all-gather of the reduced sub-slices, 2(H-1)/H of the
+// partial on the wire per rank. Small partials take the same two rounds although one (every host
+// sends its whole partial to every other) would carry them: a host's all-gather record is also its
+// receipt. A rank succeeds only after every host sent it something written after receiving this
+// rank's data, so a rank that arrives after its peers gave up (their first-round records are
+// delivered to it all the same, as MPI delivers a send it cannot cancel) waits for second-round
+// records that never come and fails the call too, instead of completing a call they failed.
 // Every record carries the call's signature, a sequence number and its length, checked before any
 // data is used: hosts that made different calls fail the call on every rank.
 #pragma once
@@ -22,9 +24,6 @@ namespace symmar {
 
 class InterHost {
  public:
-  /// Partials above this many bytes take the two-round form.
-  static constexpr size_t kOneRoundMaxBytes = 64 << 10;
-
   /// hosts: ranks taking part (one per host); host: this rank's place among them; rank: this
   /// rank's rank in the comm (its records carry it, so messages name the comm's ranks).
   InterHost(const InterHostCarrier& carrier, int hosts, int host, int rank, int timeout_ms);
@@ -38,8 +37,8 @@ class InterHost {
     size_t begin, count;
     void* dst;
   };
-  /// Where the next combine() of count elements of dtype wants its partial: one piece, or one per
-  /// host. Valid until the next call.
+  /// Where the next combine() of count elements of dtype wants its partial: one piece per host
+  /// (empty ones when count is below the number of hosts). Valid until the next call.
   const std::vector<Piece>& pieces(size_t count, symmarDataType_t dtype);
   /// Reduces the partial written at pieces() with the other hosts' partials of the same call
   /// (signature sig) in host order, into dst and, unless null, dst2 (count elements each). count 0
@@ -68,7 +67,6 @@ class InterHost {
   const int timeout_ms_;
   uint64_t seq_ = 0;  // rounds exchanged: every host counts the same
   bool abandoned_ = false;  // an exchange failed: the engine may still touch the buffers
-  bool two_rounds_ = false;
   size_t span_ = 0;  // elements per piece of the current call
   std::vector<Piece> pieces_;
   std::vector<unsigned char> send_, recv_, reduced_;

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,13 @@
 
 namespace symmar {
 namespace emu {
+
+/// Calls in the long sequences (drift, persistent state): SYMMAR_EMU_LONG_CALLS, else 1,000. The
+/// sanitizer and mutant builds run shorter sequences.
+inline int longRunCalls() {
+  const char* v = std::getenv("SYMMAR_EMU_LONG_CALLS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
+}
 
 /// Converts a value to the dtype's bits (round to nearest even) and back, with CUDA's own host
 /// conversions: independent of the kernels' code.

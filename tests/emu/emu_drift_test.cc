@@ -268,12 +268,6 @@ class DriftRank {
   bool expect_failures_ = false;
 };
 
-/// Calls per run: SYMMAR_EMU_DRIFT_CALLS, else 1,000.
-int driftCalls() {
-  const char* v = std::getenv("SYMMAR_EMU_DRIFT_CALLS");
-  return v && *v ? std::atoi(v) : 1000;
-}
-
 void runDrift(int world, uint32_t seed, int calls) {
   EmuOptions o;
   o.world = world;
@@ -348,9 +342,9 @@ TEST(Drift, ALateRankFailsTheCallOnEveryRankAndNothingAfter) {
   }
 }
 
-TEST(Drift, TwoRanksMixedCallsAtTheirOwnPace) { runDrift(2, 1, driftCalls()); }
-TEST(Drift, ThreeRanksMixedCallsAtTheirOwnPace) { runDrift(3, 2, driftCalls()); }
-TEST(Drift, FourRanksMixedCallsAtTheirOwnPace) { runDrift(4, 3, driftCalls() / 2); }
+TEST(Drift, TwoRanksMixedCallsAtTheirOwnPace) { runDrift(2, 1, longRunCalls()); }
+TEST(Drift, ThreeRanksMixedCallsAtTheirOwnPace) { runDrift(3, 2, longRunCalls()); }
+TEST(Drift, FourRanksMixedCallsAtTheirOwnPace) { runDrift(4, 3, longRunCalls() / 2); }
 
 }  // namespace
 }  // namespace emu

@@ -152,9 +152,9 @@ TEST(LamportValues, SignedZerosNanInfAndTheEmptyPattern) {
   }
 }
 
-// The three buffers rotate across 1,000 calls of changing size, with one-shot and two-shot calls in
+// The three buffers rotate across 1,000 calls (longRunCalls) of changing size, with one-shot and two-shot calls in
 // between, on one persistent DeviceState (what CUDA graph replays do).
-TEST(LamportProtocol, ThousandCallsRotateTheBuffers) {
+TEST(LamportProtocol, ManyCallsRotateTheBuffers) {
   EmuOptions o;
   o.world = 4;
   o.multicast = false;
@@ -162,7 +162,8 @@ TEST(LamportProtocol, ThousandCallsRotateTheBuffers) {
   CallRunner run(comm);
   const size_t counts[] = {1, 4096, 77, 5000, 8, 1023};
   uint32_t lamport_calls = 0;
-  for (int n = 0; n < 1000; ++n) {
+  const int calls = longRunCalls();
+  for (int n = 0; n < calls; ++n) {
     const symmarAlgo_t algo = n % 7 == 3 ? symmarAlgoOneShot : n % 11 == 5 ? symmarAlgoTwoShot : symmarAlgoLamport;
     const symmarDataType_t dt = n % 5 == 0 ? symmarBfloat16 : symmarFloat32;
     ASSERT_EQ(run.call(algo, dt, symmarSum, counts[n % 6], false, n), "") << "call " << n << " " << symmarAlgoName(algo);

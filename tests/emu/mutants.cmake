@@ -25,7 +25,7 @@ function(symmar_emu_mutant name file original mutated)
            COMMAND symmar_emu_mutant_${name}
                    --gtest_filter=Emulated/Kernels.*oneshot_f32_sum_n1000*:Emulated/Kernels.*twoshot_f32_sum_n1000*:Drift.TwoRanks*)
   set_tests_properties(emu_mutant_${name} PROPERTIES LABELS emu WILL_FAIL TRUE TIMEOUT 600
-                       ENVIRONMENT SYMMAR_EMU_DRIFT_CALLS=100)
+                       ENVIRONMENT SYMMAR_EMU_LONG_CALLS=100)
 endfunction()
 
 # The wait on a peer's flag loads it relaxed instead of acquiring it: the peer's data is no longer

@@ -1,5 +1,6 @@
 // The failure contract as one property, checked over randomised schedules rather than case by
-// case. A seeded generator gives every rank of a forked comm its own sequence of calls (one-shot,
+// case. A seeded generator gives every rank of a forked comm (on one host, or spread over pretended
+// hosts that combine through an inter-host engine) its own sequence of calls (one-shot,
 // two-shot, lamport, automatic, the fused call, count 0; shapes at their edges) with per-rank
 // perturbations: a mismatched call, a rank late by far more than the timeout, a rank stopped in the
 // middle of a call and resumed after its peers gave up, a rank killed. After every call on every
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault/shm_inter_host.h"
 #include "host/host_reduce.h"
 #include "mp/mp_util.h"
 
@@ -56,6 +58,7 @@ constexpr int kLongMs = 3 * kTimeoutMs;  // "late" and "stopped" last this long:
 struct Schedule {
   uint32_t seed;
   int world;
+  int per_host;  ///< ranks per pretended host (SYMMAR_HOST_ID); world: one host, flat
   std::vector<std::vector<PlannedCall>> calls;         ///< [rank][call]
   std::vector<std::vector<Perturbation>> perturbation;  ///< [rank][call]
   int ncalls() const { return static_cast<int>(calls[0].size()); }
@@ -79,7 +82,9 @@ PlannedCall randomCall(std::mt19937& rng) {
 
 Schedule makeSchedule(uint32_t seed) {
   std::mt19937 rng(seed);
-  Schedule s{seed, 2 + static_cast<int>(rng() % 3), {}, {}};
+  Schedule s{seed, 2 + static_cast<int>(rng() % 3), 0, {}, {}};
+  // One host half the time; else hosts of one rank, or of two when four ranks allow it.
+  s.per_host = rng() % 2 ? s.world : (s.world == 4 && rng() % 2 ? 2 : 1);
   const int ncalls = 12;
   std::vector<PlannedCall> base;
   for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng));
@@ -179,12 +184,14 @@ symmarResult_t makeCall(symmarComm_t comm, const Schedule& s, int r, int k, bool
   return res;
 }
 
-int runRank(const Schedule& s, int r, const symmarUniqueId& id, Slots* slots) {
+int runRank(const Schedule& s, int r, const symmarUniqueId& id, Slots* slots, fault::ShmInterHost* engine) {
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
   cfg.timeout_ms = kTimeoutMs;
+  if (s.per_host < s.world) setenv("SYMMAR_HOST_ID", std::to_string(r / s.per_host).c_str(), 1);
   symmarComm_t comm = nullptr;
   if (symmarCommInitRank(&comm, s.world, id, r, &cfg) != symmarSuccess) return 100;
+  if (s.per_host < s.world && engine->install(comm, r) != symmarSuccess) return 101;
   for (int k = 0; k < s.ncalls(); ++k) {
     const Perturbation& p = s.perturbation[static_cast<size_t>(r)][static_cast<size_t>(k)];
     if (p.killed) raise(SIGKILL);
@@ -204,12 +211,13 @@ int runRank(const Schedule& s, int r, const symmarUniqueId& id, Slots* slots) {
 /// Forks the ranks, stops and resumes the ones the schedule stops, and returns what went wrong ("").
 std::string runSchedule(const Schedule& s) {
   Slots slots(s.world, s.ncalls());
+  fault::ShmInterHost engine(s.world);
   symmarUniqueId id;
   if (symmarGetUniqueId(&id) != symmarSuccess) return "no unique id";
   std::vector<pid_t> pids;
   for (int r = 0; r < s.world; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(runRank(s, r, id, &slots));
+    if (pid == 0) _exit(runRank(s, r, id, &slots, &engine));
     pids.push_back(pid);
   }
   // Stop a rank shortly after it entered the planned call, resume it after its peers' timeout.
@@ -328,7 +336,7 @@ TEST(ScheduleProperty, SuccessOnlyForCallsEveryPeerMadeAndTookPartIn) {
   for (int i = 0; i < n; ++i) {
     const Schedule s = makeSchedule(first + static_cast<uint32_t>(i));
     const std::string err = runSchedule(s);
-    ASSERT_EQ(err, "") << "seed " << s.seed << " (world " << s.world
+    ASSERT_EQ(err, "") << "seed " << s.seed << " (world " << s.world << ", " << s.world / s.per_host << " hosts"
                        << "); rerun it alone with SYMMAR_SCHEDULE_SEED=" << s.seed << describe(s);
   }
 }

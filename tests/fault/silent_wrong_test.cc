@@ -1,5 +1,5 @@
 // The ways a rank could return symmarSuccess with a wrong result. Each test failed before its fix:
-// a late rank completing a call its peer had failed, one unique id shared by two comms, count 0
+// a late rank completing a call its peer had failed (on one host or across hosts), one unique id shared by two comms, count 0
 // shifting the pairing of later calls, and a peer's out-of-range input offset.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 
 #include "core/schedule.h"
 #include "fault/fault_util.h"
+#include "fault/shm_inter_host.h"
 #include "host/shm_heap.h"
 #include "mp/mp_util.h"
 
@@ -24,13 +25,18 @@ namespace {
 constexpr int kTimeoutMs = 1000;
 
 // Rank 0 times out on a one-shot call rank 1 has not made yet; rank 1 makes it later. Rank 1 must
-// fail it too: rank 0 abandoned the call (its flag and staging are no contribution).
-void lateRankCase(bool destroy_after_failure) {
+// fail it too: rank 0 abandoned the call (its flag and staging are no contribution). On two hosts
+// rank 0's inter-host record still reaches rank 1 (as a sent MPI message does), and rank 1 must
+// not take it for a completed exchange.
+void lateRankCase(bool destroy_after_failure, bool two_hosts = false) {
   symmarUniqueId id;
   ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  fault::ShmInterHost engine(2);
   auto status = mp::runForked(2, [&](int rank) {
+    if (two_hosts) setenv("SYMMAR_HOST_ID", rank ? "b" : "a", 1);
     symmarComm_t comm = initCpu(id, 2, rank, kTimeoutMs);
     if (!comm) return 10;
+    if (two_hosts && engine.install(comm, rank) != symmarSuccess) return 15;
     bool wrong = false;
     if (rank == 0) {
       symmarResult_t res = checkedAllReduce(comm, 0, 2, 4, 0, &wrong, symmarAlgoOneShot);
@@ -44,7 +50,8 @@ void lateRankCase(bool destroy_after_failure) {
       fprintf(stderr, "rank 1: completed a call rank 0 had failed (%s)\n", wrong ? "wrong sum" : "sum happened to fit");
       return 13;
     }
-    if (res != symmarPeerFailure) return 14;
+    // Across hosts no failed mark can be seen: the peer's missing second record times the call out.
+    if (res != (two_hosts ? symmarTimeout : symmarPeerFailure)) return 14;
     symmarCommDestroy(comm);
     return 0;
   });
@@ -56,6 +63,7 @@ void lateRankCase(bool destroy_after_failure) {
 
 TEST(SilentWrong, LateRankNeverCompletesACallItsDestroyedPeerFailed) { lateRankCase(true); }
 TEST(SilentWrong, LateRankNeverCompletesACallItsLivePeerFailed) { lateRankCase(false); }
+TEST(SilentWrong, LateHostNeverCompletesACallItsPeerHostFailed) { lateRankCase(false, true); }
 
 // Data parallel x tensor parallel with one id for both tensor-parallel groups: processes 0 and 2
 // are rank 0, processes 1 and 3 rank 1. At most one comm may form from the id; every other

@@ -206,7 +206,7 @@ int fusedNorm(symmarComm_t comm) {
 int crossHostMismatch(const symmarConfig_t& base, int local) {
   int bad = 0;
   const int host = g_rank / local;
-  for (size_t count : {size_t(1000), size_t(200000)}) {  // 4 KB: one round; 800 KB: two rounds
+  for (size_t count : {size_t(1000), size_t(200000)}) {  // 4 KB and 800 KB
     for (bool other_op : {false, true}) {
       symmarConfig_t cfg = base;
       cfg.timeout_ms = 3000;
@@ -357,8 +357,7 @@ int main(int argc, char** argv) {
 
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
-  // 1 MiB: the larger counts run through several chunks, and the inter-host pieces of a chunk pass
-  // InterHost::kOneRoundMaxBytes, so both inter-host forms run.
+  // 1 MiB: the larger counts run through several chunks, each with its own inter-host stage.
   cfg.staging_bytes = 1 << 20;
   cfg.timeout_ms = 60000;
   symmarComm_t comm = nullptr;
