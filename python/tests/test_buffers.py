@@ -131,7 +131,7 @@ def test_describe_and_plan_tell_what_this_comm_runs():
     comms = symmar.Comm.init_all(4, devices=["cpu"] * 4)
     try:
         text = comms[0].describe()
-        assert "mpi<=1K (not on this comm)" in text, text
+        assert "mpi<=1K (not on this comm: this comm has no such fallback)" in text, text
         assert comms[0].plan(16, "float32") == "oneshot"
         assert symmar.plan(cc=(0, 0), link="host", world=4, count=16, dtype="float32") == "mpi"  # assumes MPI
     finally:

@@ -1,5 +1,6 @@
 // Collective entry points: argument checks, planning, dispatch to the backend.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "api/guard.h"
@@ -52,10 +53,15 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
       return fail(symmarUnsupported, "%s: no algorithm can serve %zu x %s %s on this comm (link %s, no fallback)", fn,
                   count, dtypeName(dtype), opName(op), linkName(comm->topo.link));
     }
-  } else if (!(availableAlgos(comm->topo, dtype, op, comm->fallbacks()) & algoBit(algo))) {
-    return fail(symmarUnsupported, "%s: algorithm %s cannot serve %s %s on this comm (link %s, cc %d.%d, multicast %d)",
-                fn, symmarAlgoName(algo), dtypeName(dtype), opName(op), linkName(comm->topo.link), comm->topo.cc_major,
-                comm->topo.cc_minor, comm->topo.multicast);
+  } else if (const Refusal why = refusalOf(algo, comm->topo, {dtype, op, count * symmarTypeSize(dtype)},
+                                           comm->fallbacks());
+             why != Refusal::kNone) {
+    const std::string limit = why == Refusal::kTooLarge
+                                  ? ", " + std::to_string(algorithmTraits(algo).max_bytes) + " bytes at most"
+                                  : std::string();
+    return fail(symmarUnsupported, "%s: algorithm %s cannot serve %zu x %s %s on this comm: %s (link %s, cc %d.%d%s)",
+                fn, symmarAlgoName(algo), count, dtypeName(dtype), opName(op), refusalText(why),
+                linkName(comm->topo.link), comm->topo.cc_major, comm->topo.cc_minor, limit.c_str());
   }
   symmarResult_t res = symmarSuccess;
   if (algo == symmarAlgoMpi) {  // the engine's or libsymmar_mpi's fallback, held by the comm

@@ -214,8 +214,11 @@ std::string describeComm(const symmarComm& comm) {
     const symmarAlgo_t algo = row.entries[i].algo;
     text += std::string(i ? ", " : " ") + symmarAlgoName(algo) + "<=" + bytesText(row.entries[i].max_bytes);
     if (runnable & algoBit(algo)) continue;
-    text += algo == symmarAlgoMultimem && (runnable & algoBit(symmarAlgoTwoShot)) ? " (runs twoshot here)"
-                                                                                    : " (not on this comm)";
+    // The reason for a reduction every algorithm's kernels take (the refusal is then not the dtype's).
+    const char* why = refusalText(refusalOf(algo, comm.topo, {symmarFloat16, symmarSum, 0}, comm.fallbacks()));
+    text += (algo == symmarAlgoMultimem && (runnable & algoBit(symmarAlgoTwoShot)) ? " (runs twoshot here: "
+                                                                                     : " (not on this comm: ") +
+            std::string(why) + ")";
   }
   text += " (" + row.source + ")";
   text += describeHosts(comm);

@@ -118,9 +118,10 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
   } else if (across_hosts) {
     return fail(symmarUnsupported, "%s: no fused %s form across hosts (symmarAllReduceAddRmsNorm runs the allreduce, "
                 "then the norm)", fn, symmarAlgoName(algo));
-  } else if (!(availableAlgos(comm->topo, c.dtype, symmarSum, comm->fallbacks()) & algoBit(algo))) {
-    return fail(symmarUnsupported, "%s: the fused %s form cannot run on this comm (link %s)", fn, symmarAlgoName(algo),
-                linkName(comm->topo.link));
+  } else if (const Refusal why = refusalOf(algo, comm->topo, {c.dtype, symmarSum, 0}, comm->fallbacks());
+             why != Refusal::kNone) {
+    return fail(symmarUnsupported, "%s: the fused %s form cannot run on this comm: %s (link %s)", fn,
+                symmarAlgoName(algo), refusalText(why), linkName(comm->topo.link));
   }
   const symmarResult_t res = comm->backend->allReduceAddRmsNorm(c, algo, stream);
   noteFailure(comm, res);

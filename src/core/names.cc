@@ -35,6 +35,12 @@ const char* algoName(int algo) { return validAlgo(algo) ? kAlgoNames[algo] : "un
 
 bool parseAlgoName(const char* name, symmarAlgo_t* algo) { return parseName(kAlgoNames, name, algo); }
 
+std::string algoNameList(const char* sep) {
+  std::string out;
+  for (int a = symmarAlgoAuto + 1; a < symmarNumAlgos; ++a) out += (out.empty() ? "" : sep) + std::string(kAlgoNames[a]);
+  return out;
+}
+
 // "unknown" (index 0) is not a link a table or a user can name.
 bool parseLinkName(const char* name, symmarLink_t* link) { return parseName(kLinkNames, name, link, 1); }
 

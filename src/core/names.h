@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "symmar/symmar.h"
 
@@ -23,6 +24,9 @@ bool parseDtypeName(const char* name, symmarDataType_t* dtype);
 const char* opName(symmarRedOp_t op);
 /// Inverse of opName (case-insensitive). False if unknown.
 bool parseOpName(const char* name, symmarRedOp_t* op);
+/// Every concrete algorithm's name (not "auto") in enum order, joined by sep: for texts that list
+/// them.
+std::string algoNameList(const char* sep);
 /// Parses a comma list of algorithm names into a bitmask (1 << algo). False on an unknown name.
 bool parseAlgoList(const char* list, uint32_t* mask);
 

@@ -70,22 +70,9 @@ symmarResult_t CudaBackend::initBlocks() {
   int sms = 0;
   SYMMAR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
   // Every kernel that spins on peers, with its block size; the fused ones meet in the same barriers.
-  std::vector<std::pair<const void*, int>> kernels;
-  for (int d = 0; d < 3; ++d) {
-    const auto dt = static_cast<symmarDataType_t>(d);
-    for (int o = 0; o < symmarNumOps; ++o) {
-      const auto op = static_cast<symmarRedOp_t>(o);
-      for (const void* k : {oneShotKernel(dt, op), twoShotKernel(dt, op), multimemKernel(dt, op)}) {
-        kernels.emplace_back(k, kThreads);
-      }
-      kernels.emplace_back(lamportKernel(dt, op), kLamportThreads);
-    }
-    kernels.emplace_back(addRmsNormKernel(dt, false), kThreads);
-    kernels.emplace_back(addRmsNormKernel(dt, true), kThreads);
-  }
   std::vector<int> per_sm;  // resident blocks per multiprocessor of every kernel that answered
   bool kernels_ok = true;
-  for (const auto& [k, threads] : kernels) {
+  for (const auto& [k, threads] : everyKernel()) {
     if (!k) continue;
     int n = 0;
     const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0);
@@ -235,11 +222,6 @@ symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count
   if (!kernel || !(topo_.peer_access || topo_.host_staged)) {
     return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
                 dtypeName(dtype), opName(op));
-  }
-  if (algo == symmarAlgoLamport && (topo_.host_staged || count * symmarTypeSize(dtype) > sched::kLamportMaxBytes)) {
-    return fail(symmarUnsupported, "lamport serves messages of at most %zu bytes over peer access (this one: %zu "
-                "bytes%s)", sched::kLamportMaxBytes, count * symmarTypeSize(dtype),
-                topo_.host_staged ? ", staging in host memory" : "");
   }
   const LaunchContext lc = launchContext();
   KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);

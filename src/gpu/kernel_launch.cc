@@ -102,13 +102,13 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 }
 
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot) {
-  const size_t row = call.hidden * symmarTypeSize(call.dtype);
-  return two_shot ? fusedPublishedRowBytes(row, call.hidden, call.fp8_out != nullptr) : row;
+  return sched::fusedRowBytes(call.hidden, symmarTypeSize(call.dtype), call.fp8_out != nullptr, two_shot,
+                              kFusedParts);
 }
 
 size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
-  const size_t row = addRmsNormRowBytes(call, two_shot);
-  return row == 0 ? 0 : sched::stagingHalfBytes(ctx.layout.staging_bytes) / row;
+  return sched::fusedRowsPerChunk(ctx.layout.staging_bytes, call.hidden, symmarTypeSize(call.dtype),
+                                  call.fp8_out != nullptr, two_shot, kFusedParts);
 }
 
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {
@@ -143,19 +143,51 @@ ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result) {
   return p;
 }
 
-const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast) {
-  switch (algo) {
-    case symmarAlgoOneShot:
-      return oneShotKernel(dtype, op);
-    case symmarAlgoTwoShot:
-      return twoShotKernel(dtype, op);
-    case symmarAlgoMultimem:
-      return multicast ? multimemKernel(dtype, op) : nullptr;
-    case symmarAlgoLamport:
-      return lamportKernel(dtype, op);
-    default:
-      return nullptr;
+namespace {
+
+/// The allreduce kernels: one row per algorithm that has a kernel.
+struct AlgoKernel {
+  symmarAlgo_t algo;
+  const void* (*entry)(symmarDataType_t, symmarRedOp_t);
+  int threads;
+};
+const AlgoKernel kAlgoKernels[] = {
+    {symmarAlgoOneShot, oneShotKernel, kThreads},
+    {symmarAlgoTwoShot, twoShotKernel, kThreads},
+    {symmarAlgoMultimem, multimemKernel, kThreads},
+    {symmarAlgoLamport, lamportKernel, kLamportThreads},
+};
+constexpr symmarDataType_t kKernelDtypes[] = {symmarFloat32, symmarFloat16, symmarBfloat16};
+
+const AlgoKernel* algoKernel(symmarAlgo_t algo) {
+  for (const AlgoKernel& k : kAlgoKernels) {
+    if (k.algo == algo) return &k;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast) {
+  const AlgoKernel* k = algoKernel(algo);
+  if (!k || (algo == symmarAlgoMultimem && !multicast)) return nullptr;
+  return k->entry(dtype, op);
+}
+
+int threadsFor(symmarAlgo_t algo) {
+  const AlgoKernel* k = algoKernel(algo);
+  return k ? k->threads : kThreads;
+}
+
+std::vector<KernelShape> everyKernel() {
+  std::vector<KernelShape> out;
+  for (symmarDataType_t dt : kKernelDtypes) {
+    for (int o = 0; o < symmarNumOps; ++o) {
+      for (const AlgoKernel& k : kAlgoKernels) out.push_back({k.entry(dt, static_cast<symmarRedOp_t>(o)), k.threads});
+    }
+    for (bool two_shot : {false, true}) out.push_back({addRmsNormKernel(dt, two_shot), kThreads});
+  }
+  return out;
 }
 
 }  // namespace gpu

@@ -63,7 +63,7 @@ void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uin
 /// the call and on comm-wide values, so every rank launches the same grid.
 int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symmarAlgo_t algo = symmarAlgoOneShot);
 /// Threads per block of the kernel serving algo.
-inline int threadsFor(symmarAlgo_t algo) { return algo == symmarAlgoLamport ? kLamportThreads : kThreads; }
+int threadsFor(symmarAlgo_t algo);
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);
@@ -71,7 +71,8 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
 /// always staged. *grid receives the blocks to launch (at most one per row).
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
-/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot: fusedPublishedRowBytes).
+/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes
+/// with kFusedParts.
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);
 /// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not
 /// fit, or the call is empty).
@@ -90,6 +91,15 @@ ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result);
 constexpr long long kP2pCheckNs = 2000000;
 /// The kernel serving (algo, dtype, op), or nullptr (no such kernel, or multimem without multicast).
 const void* kernelOf(symmarAlgo_t algo, symmarDataType_t dtype, symmarRedOp_t op, bool multicast);
+/// A kernel a comm may launch, with its threads per block.
+struct KernelShape {
+  const void* kernel;
+  int threads;
+};
+/// Every kernel a comm may launch (allreduce kernels of every dtype and op, both fused forms) from
+/// the one kernel list kernelOf and threadsFor read: what the co-residency cap must cover. Entries
+/// may be null (a build without that kernel).
+std::vector<KernelShape> everyKernel();
 
 }  // namespace gpu
 }  // namespace symmar

@@ -18,33 +18,41 @@ bool gpuPeerLink(const symmarTopology_t& t) {
 }
 
 /// One-shot and two-shot: every host comm that shares memory, every GPU comm with peer access.
-bool symmetric(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t, uint32_t) {
-  return t.link == symmarLinkHostMemory || (gpuPeerLink(t) && kernelDtype(d));
+Refusal symmetric(const symmarTopology_t& t, const Request& r, uint32_t) {
+  if (t.link == symmarLinkHostMemory) return Refusal::kNone;
+  if (!gpuPeerLink(t)) return Refusal::kLink;
+  return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }
 
 /// NVLink SHARP: an NVSwitch with multicast, an architecture with multimem, and a reduction the
 /// switch has (f32 only adds: there is no f32 max/min multimem form).
-bool multimem(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t op, uint32_t) {
-  return t.cc_major > 0 && t.link == symmarLinkNvSwitch && t.multicast && t.world_size > 1 &&
-         archSupportsMultimem(t.cc_major, t.cc_minor) && kernelDtype(d) && !(d == symmarFloat32 && op != symmarSum);
+Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
+  if (t.cc_major == 0 || t.link != symmarLinkNvSwitch) return Refusal::kLink;
+  if (!archSupportsMultimem(t.cc_major, t.cc_minor)) return Refusal::kArch;
+  if (!t.multicast || t.world_size < 2) return Refusal::kNoMulticast;
+  if (!kernelDtype(r.dtype)) return Refusal::kDtype;
+  return r.dtype == symmarFloat32 && r.op != symmarSum ? Refusal::kOp : Refusal::kNone;
 }
 
-/// Lamport: GPUs with peer access (it pushes into peers' memory) and the host backend's twin;
-/// f32/f16/bf16 only (the empty pattern is a valid i32 and half an f64).
-bool lamport(const symmarTopology_t& t, symmarDataType_t d, symmarRedOp_t, uint32_t) {
+/// Lamport: GPUs with peer access (it pushes into peers' memory; staging in host memory is no
+/// peer access) and the host backend's twin; f32/f16/bf16 only (the empty pattern is a valid i32
+/// and half an f64).
+Refusal lamport(const symmarTopology_t& t, const Request& r, uint32_t) {
   const bool peer = t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
-  return (t.link == symmarLinkHostMemory || peer) && kernelDtype(d);
+  if (t.link != symmarLinkHostMemory && !peer) return Refusal::kLink;
+  return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }
 
-bool nccl(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
-  return t.cc_major > 0 && t.link != symmarLinkHostMemory && (fallbacks & algoBit(symmarAlgoNccl));
+Refusal nccl(const symmarTopology_t& t, const Request&, uint32_t fallbacks) {
+  if (t.cc_major == 0 || t.link == symmarLinkHostMemory) return Refusal::kLink;
+  return fallbacks & algoBit(symmarAlgoNccl) ? Refusal::kNone : Refusal::kNoFallback;
 }
 
 /// The host fallback serves every host-backend comm that has it, those spanning hosts (link
 /// unknown: no shared memory between them) above all.
-bool mpi(const symmarTopology_t& t, symmarDataType_t, symmarRedOp_t, uint32_t fallbacks) {
-  return t.cc_major == 0 && (t.link == symmarLinkHostMemory || t.link == symmarLinkUnknown) &&
-         (fallbacks & algoBit(symmarAlgoMpi));
+Refusal mpi(const symmarTopology_t& t, const Request&, uint32_t fallbacks) {
+  if (t.cc_major != 0 || (t.link != symmarLinkHostMemory && t.link != symmarLinkUnknown)) return Refusal::kLink;
+  return fallbacks & algoBit(symmarAlgoMpi) ? Refusal::kNone : Refusal::kNoFallback;
 }
 
 const AlgorithmTraits kTraits[] = {
@@ -56,7 +64,7 @@ const AlgorithmTraits kTraits[] = {
     {symmarAlgoLamport, lamport, false, sched::kLamportMaxBytes},
 };
 
-bool never(const symmarTopology_t&, symmarDataType_t, symmarRedOp_t, uint32_t) { return false; }
+Refusal never(const symmarTopology_t&, const Request&, uint32_t) { return Refusal::kNotAnAlgorithm; }
 const AlgorithmTraits kNone = {symmarAlgoAuto, never, false, 0};
 
 }  // namespace
@@ -71,6 +79,29 @@ const AlgorithmTraits& algorithmTraits(symmarAlgo_t algo) {
     if (t.algo == algo) return t;
   }
   return kNone;
+}
+
+Refusal canImplement(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
+  const AlgorithmTraits& traits = algorithmTraits(algo);
+  const Refusal why = traits.can_implement(topo, request, fallbacks);
+  if (why != Refusal::kNone) return why;
+  return traits.max_bytes != 0 && request.bytes > traits.max_bytes ? Refusal::kTooLarge : Refusal::kNone;
+}
+
+const char* refusalText(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kNone: return "none";
+    case Refusal::kNotAnAlgorithm: return "not an algorithm";
+    case Refusal::kDtype: return "its kernels reduce float32, float16 and bfloat16 only";
+    case Refusal::kOp: return "the NVSwitch has no float32 max or min";
+    case Refusal::kLink: return "this comm's link gives it no access to its peers' memory";
+    case Refusal::kNoMulticast: return "this comm has no multicast object (needs an NVSwitch with multicast)";
+    case Refusal::kArch: return "this GPU architecture has no multimem instructions";
+    case Refusal::kTooLarge: return "the message is larger than its buffers hold";
+    case Refusal::kNoFallback: return "this comm has no such fallback";
+    case Refusal::kDisabled: return "SYMMAR_DISABLE names it";
+  }
+  return "unknown";
 }
 
 }  // namespace symmar

@@ -25,7 +25,7 @@ PlanEnv parsePlanEnv() {
   if (const char* list = envRaw("SYMMAR_DISABLE")) {
     uint32_t mask = 0;
     if (parseAlgoList(list, &mask)) env.disabled = mask;
-    else envReportBad("SYMMAR_DISABLE", list, "expected a comma list of oneshot,twoshot,multimem,nccl,mpi,lamport");
+    else envReportBad("SYMMAR_DISABLE", list, ("expected a comma list of " + algoNameList(",")).c_str());
   }
   return env;
 }
@@ -47,9 +47,15 @@ uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, sy
   size_t n = 0;
   const AlgorithmTraits* traits = algorithmTraitsTable(&n);
   for (size_t i = 0; i < n; ++i) {
-    if (traits[i].can_implement(topo, dtype, op, fallbacks)) mask |= algoBit(traits[i].algo);
+    if (refusalOf(traits[i].algo, topo, {dtype, op, 0}, fallbacks) == Refusal::kNone) mask |= algoBit(traits[i].algo);
   }
-  return mask & ~planEnv().disabled;
+  return mask;
+}
+
+Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
+  const Refusal why = canImplement(algo, topo, request, fallbacks);
+  if (why != Refusal::kNone) return why;
+  return validAlgo(algo) && (planEnv().disabled & algoBit(algo)) ? Refusal::kDisabled : Refusal::kNone;
 }
 
 symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
@@ -151,10 +157,18 @@ void resetProcessTables() {
 
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op) {
-  uint32_t available = availableAlgos(topo, dtype, op, fallbacks);
-  symmarAlgo_t forced = planEnv().forced;
-  if (forced != symmarAlgoAuto && (available & algoBit(forced))) return forced;
-  return chooseAlgo(row, available, count * symmarTypeSize(dtype));
+  const size_t bytes = count * symmarTypeSize(dtype);
+  const symmarAlgo_t forced = planEnv().forced;
+  if (forced != symmarAlgoAuto) {
+    const Refusal why = refusalOf(forced, topo, {dtype, op, bytes}, fallbacks);
+    if (why == Refusal::kNone) return forced;
+    static std::atomic<int> noted{0};  // one line per reason is plenty
+    if ((noted.fetch_or(1 << static_cast<int>(why)) & (1 << static_cast<int>(why))) == 0) {
+      SYMMAR_INFO(kSubsysPlan, "SYMMAR_ALGO=%s cannot serve %s %s of %zu bytes on this comm (%s): the table chooses",
+                  algoName(forced), dtypeName(dtype), opName(op), bytes, refusalText(why));
+    }
+  }
+  return chooseAlgo(row, availableAlgos(topo, dtype, op, fallbacks), bytes);
 }
 
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/backend.h"
+#include "plan/algorithms.h"
 #include "plan/table.h"
 #include "symmar/symmar.h"
 
@@ -15,6 +16,9 @@ namespace symmar {
 /// SYMMAR_DISABLE). fallbacks: bits of the fallbacks that are present (nccl for a GPU comm, mpi
 /// for a host comm).
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks);
+/// Why algo cannot serve the request on this comm (Refusal::kNone: it can): its record
+/// (canImplement, size included), then SYMMAR_DISABLE. The forced paths ask this.
+Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
 
 /// Picks the first entry of the row whose max_bytes covers bytes and that is available (an
 /// unavailable multimem is served by twoshot, which needs the same peer access); above the last
@@ -37,7 +41,8 @@ symmarResult_t processTables(const Tables** tables);
 /// Drops the cached process tables so the next call reloads them (tests).
 void resetProcessTables();
 
-/// Full decision for one request: forced algorithm (if available), else the table.
+/// Full decision for one request: the algorithm SYMMAR_ALGO forces where it can serve the request
+/// (where not, the table's choice, and the reason logged once), else the table.
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op);
 /// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the

@@ -84,7 +84,7 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   // pushes both into its line of rank 0's pad.
   char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
   uint32_t* flag = reinterpret_cast<uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
-  std::memcpy(reinterpret_cast<char*>(flag) + gpu::kInputWordOffset, &kHugeOffset, sizeof(kHugeOffset));
+  std::memcpy(reinterpret_cast<char*>(flag) + sched::kFlagInputWord, &kHugeOffset, sizeof(kHugeOffset));
   *flag = 1;
   std::vector<char> send(4096), recv(4096);
   const gpu::KernelArgs a0 =
@@ -149,14 +149,39 @@ TEST(Protocol, AlgorithmTraitsMatchTheKernels) {
   topo.link = symmarLinkNvSwitch;
   topo.world_size = 8;
   topo.multicast = 1;
-  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem}) {
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoLamport}) {
     for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
       for (int op = 0; op < symmarNumOps; ++op) {
         const auto o = static_cast<symmarRedOp_t>(op);
-        EXPECT_EQ(algorithmTraits(algo).can_implement(topo, dt, o, 0), gpu::kernelOf(algo, dt, o, true) != nullptr)
+        EXPECT_EQ(canImplement(algo, topo, {dt, o, 0}, 0) == Refusal::kNone, gpu::kernelOf(algo, dt, o, true) != nullptr)
             << symmarAlgoName(algo) << " dtype " << dt << " op " << op;
       }
     }
+  }
+}
+
+// The co-residency cap is computed over everyKernel(): it must hold every kernel a call can launch,
+// with the block size the launch uses, or a grid could outgrow what fits beside its peers.
+TEST(Protocol, TheCoResidencyListHoldsEveryKernelACallCanLaunch) {
+  const std::vector<gpu::KernelShape> all = gpu::everyKernel();
+  auto listed = [&](const void* k, int threads) {
+    for (const gpu::KernelShape& s : all) {
+      if (s.kernel == k && s.threads == threads) return true;
+    }
+    return false;
+  };
+  for (int a = 0; a < symmarNumAlgos; ++a) {
+    const auto algo = static_cast<symmarAlgo_t>(a);
+    for (int d = 0; d < symmarNumTypes; ++d) {
+      for (int op = 0; op < symmarNumOps; ++op) {
+        const void* k = gpu::kernelOf(algo, static_cast<symmarDataType_t>(d), static_cast<symmarRedOp_t>(op), true);
+        if (!k) continue;
+        EXPECT_TRUE(listed(k, gpu::threadsFor(algo))) << symmarAlgoName(algo) << " dtype " << d << " op " << op;
+      }
+    }
+  }
+  for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+    for (bool two_shot : {false, true}) EXPECT_TRUE(listed(gpu::addRmsNormKernel(dt, two_shot), gpu::kThreads));
   }
 }
 
