@@ -38,10 +38,9 @@ CudaBackend::~CudaBackend() {
   if (failed) nccl_.markFailed();
   heap_.release(failed);  // failed: peers may still be inside kernels on this rank's memory
   host_heap_.release();
-  for (void* p : plain_allocs_) cudaFree(p);
-  if (state_) cudaFree(state_);
-  if (status_host_) cudaFreeHost(status_host_);
-  cudaGetLastError();
+  for (void* p : plain_allocs_) cudaQuiet(cudaFree(p));
+  if (state_) cudaQuiet(cudaFree(state_));
+  if (status_host_) cudaQuiet(cudaFreeHost(status_host_));
 }
 
 symmarResult_t CudaBackend::resolveSettings() {
@@ -75,12 +74,11 @@ symmarResult_t CudaBackend::initBlocks() {
   for (const auto& [k, threads] : everyKernel()) {
     if (!k) continue;
     int n = 0;
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0);
+    const cudaError_t err = cudaQuiet(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0));
     if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
         err == cudaErrorUnsupportedPtxVersion) {
       // Built without code for this GPU (e.g. an A100 or L40S with the default architectures):
       // no symmetric kernels here, the fallback serves; not a reason to fail the comm.
-      cudaGetLastError();
       kernels_ok = false;
       continue;
     }
@@ -327,15 +325,9 @@ bool cudaUsable(int* device) {
   *device = -1;
   if (!gpu::driverApi()) return false;
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return false;
-  }
+  if (gpu::cudaQuiet(cudaGetDeviceCount(&count)) != cudaSuccess || count == 0) return false;
   int d = 0;
-  if (cudaGetDevice(&d) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
+  if (gpu::cudaQuiet(cudaGetDevice(&d)) != cudaSuccess) return false;
   *device = d;
   return true;
 }

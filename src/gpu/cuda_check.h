@@ -9,6 +9,14 @@
 namespace symmar {
 namespace gpu {
 
+/// err, with the runtime's last error cleared when it is a failure: a failed call symmar handles
+/// itself (a query, a cleanup) must not surface in the caller's next cudaGetLastError, which would
+/// blame an unrelated launch of theirs. Errors that poison the context stay, as they must.
+inline cudaError_t cudaQuiet(cudaError_t err) {
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
+}
+
 inline symmarResult_t cudaFailure(cudaError_t err, const char* what) {
   symmarResult_t code = err == cudaErrorMemoryAllocation ? symmarOutOfMemory : symmarCudaError;
   return fail(code, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
@@ -21,10 +29,11 @@ inline symmarResult_t driverFailure(CUresult res, const char* what) {
 }  // namespace gpu
 }  // namespace symmar
 
-/// Returns the mapped result code when a runtime call fails.
+/// Returns the mapped result code when a runtime call fails (the runtime's last error cleared: the
+/// failure is reported here, in symmar's result, and nowhere else).
 #define SYMMAR_CUDA_TRY(call)                                                   \
   do {                                                                          \
-    cudaError_t symmar_err_ = (call);                                           \
+    cudaError_t symmar_err_ = ::symmar::gpu::cudaQuiet(call);                   \
     if (symmar_err_ != cudaSuccess) return ::symmar::gpu::cudaFailure(symmar_err_, #call); \
   } while (0)
 

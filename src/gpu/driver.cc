@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "gpu/cuda_check.h"
 
 namespace symmar {
 namespace gpu {
@@ -20,10 +21,9 @@ struct Loaded {
 Loaded load() {
   Loaded l;
   int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
+  cudaError_t err = cudaQuiet(cudaGetDeviceCount(&count));
   if (err != cudaSuccess) {
     l.why = std::string("no usable CUDA driver: ") + cudaGetErrorString(err);
-    cudaGetLastError();  // do not leave the error sticky for the caller
     return l;
   }
   int driver = 0;
@@ -36,7 +36,7 @@ Loaded load() {
   {                                                                                                          \
     void* fn = nullptr;                                                                                      \
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;                                  \
-    cudaError_t e = cudaGetDriverEntryPointByVersion(#name, &fn, version, cudaEnableDefault, &q);            \
+    cudaError_t e = cudaQuiet(cudaGetDriverEntryPointByVersion(#name, &fn, version, cudaEnableDefault, &q)); \
     if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && fn) {                                        \
       l.api.name = reinterpret_cast<decltype(l.api.name)>(fn);                                               \
     } else if (required) {                                                                                   \
@@ -45,7 +45,6 @@ Loaded load() {
     } else {                                                                                                 \
       multicast_ok = false;                                                                                  \
     }                                                                                                        \
-    cudaGetLastError();                                                                                      \
   }
   SYMMAR_DRIVER_FUNCTIONS(SYMMAR_DRIVER_LOAD)
 #undef SYMMAR_DRIVER_LOAD

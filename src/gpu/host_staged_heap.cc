@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "gpu/cuda_check.h"
 
 namespace symmar {
 namespace gpu {
@@ -18,16 +19,15 @@ symmarResult_t HostStagedHeap::create(const BackendContext& ctx, const HeapLayou
   for (int r = 0; r < ctx.nranks && local == symmarSuccess; ++r) {
     char* host = segments_.base(r);
     // Portable: every CUDA context of the process may use it; mapped: kernels reach it directly.
-    cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    cudaError_t e = cudaQuiet(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
     void* dev = nullptr;
     if (e == cudaSuccess) {
       registered_.push_back(host);
-      e = cudaHostGetDevicePointer(&dev, host, 0);
+      e = cudaQuiet(cudaHostGetDevicePointer(&dev, host, 0));
     }
     if (e != cudaSuccess) {
       local = fail(symmarCudaError, "registering rank %d's host staging (%zu bytes) with CUDA failed: %s",
                    ctx.commRank(r), bytes, cudaGetErrorString(e));
-      cudaGetLastError();
     }
     dev_.push_back(static_cast<char*>(dev));
   }

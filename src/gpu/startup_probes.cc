@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "gpu/cuda_check.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/peer_probe.h"
 #include "gpu/startup_policy.h"
@@ -31,11 +32,10 @@ cudaError_t CudaBackend::runProbe(const void* kernel, ProbeArgs args, long long*
     if ((e = cudaLaunchKernel(kernel, dim3(1), dim3(kThreads), params, 0, stream)) != cudaSuccess) return e;
     return cudaStreamSynchronize(stream);
   };
-  const cudaError_t err = run();
+  const cudaError_t err = cudaQuiet(run());
   if (err == cudaSuccess) std::memcpy(out, result, kProbeResultWords * sizeof(long long));
-  if (err != cudaSuccess) cudaGetLastError();
-  if (stream) cudaStreamDestroy(stream);
-  if (result) cudaFreeHost(result);
+  if (stream) cudaQuiet(cudaStreamDestroy(stream));
+  if (result) cudaQuiet(cudaFreeHost(result));
   return err;
 }
 

@@ -23,19 +23,15 @@ namespace {
 CudaPeerView cudaPeerView(int device, const RankInfo& peer) {
   CudaPeerView view;
   int peer_dev = -1;
-  if (cudaDeviceGetByPCIBusId(&peer_dev, peer.bus_id) != cudaSuccess) {
-    cudaGetLastError();
-    return view;
-  }
+  if (cudaQuiet(cudaDeviceGetByPCIBusId(&peer_dev, peer.bus_id)) != cudaSuccess) return view;
   view.seen = true;
   int access = 0;
   int atomics = 0;
-  if (cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, device, peer_dev) != cudaSuccess) {
-    cudaGetLastError();
+  if (cudaQuiet(cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, device, peer_dev)) != cudaSuccess) {
     return view;  // no answer: no peer access
   }
-  if (cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer_dev) != cudaSuccess) {
-    cudaGetLastError();
+  if (cudaQuiet(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer_dev)) !=
+      cudaSuccess) {
     atomics = 0;
   }
   view.access = access != 0;

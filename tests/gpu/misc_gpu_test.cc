@@ -165,5 +165,17 @@ TEST(GpuNccl, WorldOne) {
   cudaFree(buf);
 }
 
+/// A CUDA failure symmar reports in its own result does not surface again in the caller's next
+/// cudaGetLastError (where it would blame the caller's own launch).
+TEST(GpuErrors, AFailureSymmarReportsIsNotLeftInTheRuntimesLastError) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0}, 20000, 0);
+  ASSERT_TRUE(w.ok()) << w.error();
+  CUDA_OK(cudaSetDevice(w.device(0)));
+  void* p = nullptr;
+  EXPECT_EQ(symmarMemAlloc(w.comm(0), size_t{1} << 52, &p), symmarOutOfMemory) << symmarGetLastError(w.comm(0));
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace symmar_gpu_test
