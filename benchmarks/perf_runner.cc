@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host/host_reduce.h"
+#include "core/numeric.h"
 
 #ifdef SYMMAR_PERF_WITH_CUDA
 #include <cuda_runtime.h>

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "host/host_reduce.h"  // element conversions (inline, no library state)
+#include "core/numeric.h"  // element and row conversions (inline, no library state)
 #include "symmar/symmar.h"
 
 namespace {
@@ -33,48 +33,24 @@ double nowUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Row conversions with the dtype switch outside the loop, as an engine's vectorised pass would run.
-void rowToFloat(const char* src, symmarDataType_t dt, size_t n, float* dst) {
-  if (dt == symmarFloat32) {
-    std::memcpy(dst, src, n * 4);
-  } else if (dt == symmarBfloat16) {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-    for (size_t i = 0; i < n; ++i) dst[i] = symmar::bf16ToFloat(h[i]);
-  } else {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-    for (size_t i = 0; i < n; ++i) dst[i] = symmar::halfToFloat(h[i]);
-  }
-}
-void rowFromFloat(const float* src, symmarDataType_t dt, size_t n, char* dst) {
-  if (dt == symmarFloat32) {
-    std::memcpy(dst, src, n * 4);
-  } else if (dt == symmarBfloat16) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < n; ++i) h[i] = symmar::floatToBf16(src[i]);
-  } else {
-    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < n; ++i) h[i] = symmar::floatToHalf(src[i]);
-  }
-}
-
 /// The engine's own pass after a plain allreduce: residual += sum; norm = rmsnorm(residual) * gamma.
 void separateAddNorm(const char* sum, char* residual, char* norm, const char* gamma, size_t tokens, size_t hidden,
                      symmarDataType_t dt) {
   const size_t elem = symmarTypeSize(dt);
   std::vector<float> x(hidden), r(hidden), g(hidden);
-  rowToFloat(gamma, dt, hidden, g.data());
+  symmar::toFloat(gamma, dt, hidden, g.data());
   for (size_t t = 0; t < tokens; ++t) {
     const size_t off = t * hidden * elem;
-    rowToFloat(sum + off, dt, hidden, x.data());
-    rowToFloat(residual + off, dt, hidden, r.data());
+    symmar::toFloat(sum + off, dt, hidden, x.data());
+    symmar::toFloat(residual + off, dt, hidden, r.data());
     for (size_t i = 0; i < hidden; ++i) x[i] += r[i];
-    rowFromFloat(x.data(), dt, hidden, residual + off);
-    rowToFloat(residual + off, dt, hidden, x.data());
+    symmar::fromFloat(x.data(), dt, hidden, residual + off);
+    symmar::toFloat(residual + off, dt, hidden, x.data());
     float ss = 0;
     for (size_t i = 0; i < hidden; ++i) ss += x[i] * x[i];
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + 1e-6f);
     for (size_t i = 0; i < hidden; ++i) x[i] = x[i] * inv * g[i];
-    rowFromFloat(x.data(), dt, hidden, norm + off);
+    symmar::fromFloat(x.data(), dt, hidden, norm + off);
   }
 }
 

@@ -188,12 +188,13 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
   if (t == a.rank) sh->input_offset[t] = input_offset;
   if (t < a.world && t != a.rank) {
     uint32_t* out = flagIn(padOf(a, t), a.rank, b, sched::kSlotStart);
-    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(out) + kInputWordOffset), input_offset);
+    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(out) + sched::kFlagInputWord),
+                            input_offset);
     ptx::st_release_sys(out, e);
     const uint32_t* in = flagIn(padOf(a, a.rank), t, b, sched::kSlotStart);
     if (spinUntil(a, in, e, t)) {
       const uint64_t d = ptx::ld_relaxed_sys_u64(
-          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(in) + kInputWordOffset));
+          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(in) + sched::kFlagInputWord));
       sh->input_offset[t] = d;
       // A peer's input offset is an offset into its mapping: one outside its user heap would make
       // this rank read outside the mapping. Fail the call instead.

@@ -10,7 +10,9 @@
 namespace symmar {
 namespace gpu {
 
-constexpr int kMaxRanks = sched::kMaxRanks;
+// The schedule's own constants, visible unqualified in the kernels.
+using sched::kMaxRanks;
+using sched::kStagedInput;
 /// Threads per block of every allreduce kernel (launch bounds use it too). Every loop strides by
 /// it, so the kernel emulator may run smaller blocks (at least kMaxRanks threads: one per peer).
 #if defined(SYMMAR_EMU_THREADS)
@@ -23,9 +25,6 @@ static_assert(kThreads >= kMaxRanks, "the barriers use one thread per peer");
 /// it runs half the threads with twice the registers each (no spills at 8 ranks).
 constexpr int kLamportThreads = kThreads / 2;
 static_assert(kLamportThreads >= kMaxRanks, "lamport uses one thread per peer for the trailers");
-/// Byte offset, inside a signal-pad flag's 128-byte stride, of the 64-bit input offset that
-/// travels with a start flag (where the publishing rank's input for this chunk lives).
-constexpr size_t kInputWordOffset = sched::kFlagInputWord;
 /// Rank-level "call done" flag: block 0's end slot (the other end slots are unused). One flag per
 /// rank, raised by the last block of a call, lets the next call wait for every peer block at once.
 constexpr int kDoneBlock = 0;
@@ -98,14 +97,9 @@ enum FailureReason : int {
   kReasonCallMismatch = 4,    ///< peer [1]'s lamport call had another count, dtype, op or place in the order
 };
 
-/// The fused two-shot kernel publishes each finished row in staging half 1 as [residual | norm |
-/// fp8], every part starting at a 16-byte boundary: rows are read and written as Bits (and may be
-/// vectors), and an odd hidden size must not misalign the rows after the first.
-SYMMAR_HD size_t fusedPartBytes(size_t bytes) { return (bytes + sched::kVecBytes - 1) / sched::kVecBytes * sched::kVecBytes; }
-/// Bytes of one published row (row_bytes: hidden x element size).
-SYMMAR_HD size_t fusedPublishedRowBytes(size_t row_bytes, size_t hidden, bool fp8) {
-  return 2 * fusedPartBytes(row_bytes) + (fp8 ? fusedPartBytes(hidden) : 0);
-}
+/// The fused two-shot kernel publishes each finished row in staging half 1 with every part at a
+/// 16-byte boundary (sched::fusedRowBytes); the launcher sizes its chunks with the same layout.
+constexpr sched::FusedParts kFusedParts = sched::FusedParts::kVecAligned;
 
 struct KernelArgs {
   const void* send;  ///< user input (this rank's pointer)
@@ -137,7 +131,6 @@ struct KernelArgs {
   float eps;
   size_t hidden;
 };
-constexpr uint64_t kStagedInput = sched::kStagedInput;
 
 /// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
 /// combinations (other dtypes, f32 min/max on multimem).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/numeric.h"
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
 #include "plan/planner.h"
@@ -53,13 +54,17 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarA
   }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
-  // Staging bytes a row takes: the one-shot stages input rows in one half; the two-shot also
-  // publishes residual, norm and fp8 rows in the other half, which bounds its rows per chunk.
-  const size_t half = sched::stagingHalfBytes(heap_->stagingBytes());
-  const size_t out_row_bytes = 2 * row_bytes + (c.fp8_out ? c.hidden : 0);
-  const size_t form_row_bytes[2] = {row_bytes, out_row_bytes};
-  SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, half, &algo));
-  const size_t rows_per_chunk = half / form_row_bytes[algo == symmarAlgoTwoShot ? 1 : 0];
+  const bool fp8 = c.fp8_out != nullptr;
+  const size_t staging = heap_->stagingBytes();
+  // Rows are published by memcpy, so their parts sit back to back.
+  constexpr sched::FusedParts kParts = sched::FusedParts::kPacked;
+  const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, fp8, false, kParts),
+                                    sched::fusedRowBytes(c.hidden, elem, fp8, true, kParts)};
+  SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, sched::stagingHalfBytes(staging), &algo));
+  const size_t rows_per_chunk =
+      sched::fusedRowsPerChunk(staging, c.hidden, elem, fp8, algo == symmarAlgoTwoShot, kParts);
+  const size_t out_row_bytes = form_row_bytes[1];
+  const size_t part_bytes = sched::fusedPartBytes(row_bytes, kParts);
   thread_local std::vector<float> sum;
   sum.resize(c.hidden);
   const char* input = static_cast<const char*>(c.input);
@@ -87,9 +92,10 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarA
       sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
       finishAddRmsNormRow(c, r0 + r, sum.data());
       std::memcpy(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
-      std::memcpy(pub + r * out_row_bytes + row_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
+      std::memcpy(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,
+                  row_bytes);
       if (c.fp8_out) {
-        std::memcpy(pub + r * out_row_bytes + 2 * row_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
+        std::memcpy(pub + r * out_row_bytes + 2 * part_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
                     c.hidden);
       }
     }
@@ -100,10 +106,10 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarA
       const char* theirs = heap_->staging(p, out_half);
       for (size_t r = s.begin; r < s.end; ++r) {
         std::memcpy(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
-        std::memcpy(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + row_bytes,
+        std::memcpy(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
                     row_bytes);
         if (c.fp8_out) {
-          std::memcpy(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * row_bytes,
+          std::memcpy(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * part_bytes,
                       c.hidden);
         }
       }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/numeric.h"
+
 namespace symmar {
 namespace {
 

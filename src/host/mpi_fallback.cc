@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-#include "host/host_reduce.h"
+#include "core/numeric.h"
 #include "host/mpi_inter_host.h"
 #include "symmar/symmar_mpi.h"
 

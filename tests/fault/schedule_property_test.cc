@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/numeric.h"
 #include "fault/shm_inter_host.h"
-#include "host/host_reduce.h"
 #include "mp/mp_util.h"
 
 namespace {
@@ -121,14 +121,6 @@ Schedule makeSchedule(uint32_t seed) {
 /// Rank r's input element i of call k: small integers, exact in every dtype and in their sums.
 double inputAt(int r, int k, size_t i) { return static_cast<double>(static_cast<int>((r * 7 + k * 3 + i * 5) % 17) - 8); }
 
-void store(symmarDataType_t t, void* buf, size_t i, double v) {
-  switch (t) {
-    case symmarFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case symmarFloat16: static_cast<uint16_t*>(buf)[i] = symmar::floatToHalf(static_cast<float>(v)); break;
-    default: static_cast<uint16_t*>(buf)[i] = symmar::floatToBf16(static_cast<float>(v)); break;
-  }
-}
-
 double reduceRef(const Schedule& s, int k, const PlannedCall& c, size_t i) {
   double acc = inputAt(0, k, i);
   for (int r = 1; r < s.world; ++r) {
@@ -155,10 +147,10 @@ symmarResult_t makeCall(symmarComm_t comm, const Schedule& s, int r, int k, bool
   const PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
   const size_t n = c.count, es = symmarTypeSize(c.dtype);
   std::vector<char> send(n * es + 16), recv(n * es + 16), extra(n * es + 16), gamma(c.hidden * es + 16);
-  for (size_t i = 0; i < n; ++i) store(c.dtype, send.data(), i, inputAt(r, k, i));
+  for (size_t i = 0; i < n; ++i) symmar::storeElement(send.data(), c.dtype, i, inputAt(r, k, i));
   symmarResult_t res;
   if (c.kind == kFused) {
-    for (size_t i = 0; i < c.hidden; ++i) store(c.dtype, gamma.data(), i, 1.0);
+    for (size_t i = 0; i < c.hidden; ++i) symmar::storeElement(gamma.data(), c.dtype, i, 1.0);
     symmarAddRmsNormArgs_t a{};
     a.input = send.data();
     a.residual_out = recv.data();

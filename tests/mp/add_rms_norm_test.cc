@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/numeric.h"
 #include "e4m3_reference.h"
-#include "host/host_reduce.h"
 #include "mp/mp_util.h"
 
 namespace {

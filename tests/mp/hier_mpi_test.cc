@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "host/host_reduce.h"
+#include "core/numeric.h"
 #include "symmar/symmar_mpi.h"
 
 namespace {

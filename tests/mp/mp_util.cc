@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "core/hash.h"
-#include "host/host_reduce.h"
+#include "core/numeric.h"
 
 namespace mp {
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/numeric.h"
 #include "e4m3_reference.h"
 #include "host/add_rms_norm.h"
 

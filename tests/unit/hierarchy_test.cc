@@ -13,7 +13,6 @@
 
 #include "bootstrap/host_layout.h"
 #include "core/error.h"
-#include "host/host_reduce.h"
 #include "host/inter_host.h"
 #include "plan/table.h"
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/numeric.h"
 #include "host/host_reduce.h"
 
 using namespace symmar;
