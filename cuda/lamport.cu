@@ -10,6 +10,7 @@
 // wait is bounded and the failure words work as for the barrier kernels.
 #include <cstdint>
 
+#include "core/call.h"
 #include "cuda/common.cuh"
 
 namespace symmar {
@@ -118,11 +119,12 @@ __device__ __forceinline__ bool lamportWait(const KernelArgs& a, const uint4* p,
 /// The header of this call: its signature, as 16 bytes no lane of which is empty.
 template <typename T, int Op>
 __device__ __forceinline__ uint4 lamportHeader(const KernelArgs& a, uint32_t call) {
+  const uint64_t sig = numberedSignature(callSignature(a.count, T::kType, Op, symmarAlgoLamport), call);
   uint4 u;
-  u.x = sched::lamportSignatureWord(a.count, T::kType, Op, call, 0);
-  u.y = sched::lamportSignatureWord(a.count, T::kType, Op, call, 1);
-  u.z = sched::lamportSignatureWord(a.count, T::kType, Op, call, 2);
-  u.w = sched::lamportSignatureWord(a.count, T::kType, Op, call, 3);
+  u.x = sched::lamportHeaderWord(sig, 0);
+  u.y = sched::lamportHeaderWord(sig, 1);
+  u.z = sched::lamportHeaderWord(sig, 2);
+  u.w = sched::lamportHeaderWord(sig, 3);
   return u;
 }
 

@@ -69,7 +69,7 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
     res = comm->fallback_fn(send, recv, count, dtype, op, comm->fallback_user);
     if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
   } else {
-    res = comm->backend->allReduce(send, recv, count, dtype, op, algo, stream);
+    res = comm->backend->allReduce(AllReduceCall{send, recv, count, dtype, op, algo, stream});
   }
   noteFailure(comm, res);
   return res;

@@ -123,7 +123,9 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
     return fail(symmarUnsupported, "%s: the fused %s form cannot run on this comm: %s (link %s)", fn,
                 symmarAlgoName(algo), refusalText(why), linkName(comm->topo.link));
   }
-  const symmarResult_t res = comm->backend->allReduceAddRmsNorm(c, algo, stream);
+  c.algo = algo;
+  c.stream = stream;
+  const symmarResult_t res = comm->backend->allReduceAddRmsNorm(c);
   noteFailure(comm, res);
   return res;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bootstrap_api.h"
+#include "core/call.h"
 #include "symmar/symmar.h"
 
 /// Effective settings of a comm: config merged with the environment and defaults, resolved once
@@ -70,39 +71,19 @@ struct BackendFacts {
   std::string inter_host;    ///< the engine between hosts when the backend brings its own ("nccl"), else ""
 };
 
-/// The fused allreduce + residual add + RMSNorm (+ FP8) call, arguments checked
-/// (symmarAllReduceAddRmsNorm).
-struct AddRmsNormCall {
-  const void* input;
-  const void* residual_in;
-  void* residual_out;
-  void* norm_out;
-  const void* gamma;
-  void* fp8_out;
-  float fp8_scale;
-  float eps;
-  size_t tokens;
-  size_t hidden;
-  symmarDataType_t dtype;
-  /// The form is the planner's choice, not the caller's: where a row fits the one-shot form's
-  /// staging layout but not the two-shot's, the backend takes the one-shot form instead of failing.
-  bool planned = false;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// Runs one allreduce with an algorithm the planner found available. Arguments are validated.
-  virtual symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                                   symmarRedOp_t op, symmarAlgo_t algo, void* stream) = 0;
-  /// The fused call in its one-shot or two-shot form; symmarUnsupported where the backend has no
-  /// fused form (the API then runs the allreduce and the norm separately), or where a row does not
-  /// fit the form's staging layout (the message names what the form needs a row). An empty call
-  /// (tokens or hidden 0) moves nothing but takes part in call matching where calls are matched.
-  virtual symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) {
+  /// Runs one allreduce with an algorithm that can serve it (plan/algorithms.h). Arguments are
+  /// validated.
+  virtual symmarResult_t allReduce(const AllReduceCall& call) = 0;
+  /// The fused call in its one-shot or two-shot form (call.algo); symmarUnsupported where the
+  /// backend has no fused form (the API then runs the allreduce and the norm separately), or where
+  /// a row does not fit the form's staging layout (the message names what the form needs a row).
+  /// An empty call (tokens or hidden 0) moves nothing but takes part in call matching where calls
+  /// are matched.
+  virtual symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) {
     (void)call;
-    (void)algo;
-    (void)stream;
     return symmarUnsupported;
   }
   virtual symmarResult_t memAlloc(size_t bytes, void** ptr) = 0;

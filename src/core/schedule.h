@@ -63,16 +63,14 @@ SYMMAR_HD size_t lamportSlotOffset(int buffer, int from, int world) {
 }
 /// Bytes of a rank's lamport area for a comm of world ranks.
 SYMMAR_HD size_t lamportAreaBytes(int world) { return lamportSlotOffset(kLamportBuffers, 0, world); }
-/// The call's signature as the 4 words of a header or trailer: 15 bits of the signature in the low
-/// half of each word and 1 in the high half, so no 16-bit half is ever the empty pattern. call is
-/// the call's number, the same on every rank: on the host backend its place in the comm's whole
-/// call sequence (barrier calls advance it too, so a lamport call cannot pair with a peer's lamport
-/// call after the ranks' calls went apart); the GPU kernels count their lamport calls.
-SYMMAR_HD uint32_t lamportSignatureWord(uint64_t count, int dtype, int op, uint32_t call, int word) {
-  const uint64_t h = fnv1aMix(fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)),
-                                       static_cast<uint64_t>(op)),
-                              call);
-  return static_cast<uint32_t>((h >> (15 * word)) & 0x7fffu) | 0x10000u;
+/// Word `word` (0..3) of a header or trailer carrying a numbered call signature (call.h:
+/// numberedSignature): 15 bits of it in the low half of each word and 1 in the high half, so no
+/// 16-bit half is ever the empty pattern. The call number is the same on every rank: on the host
+/// backend the call's place in the comm's whole call sequence (barrier calls advance it too, so a
+/// lamport call cannot pair with a peer's lamport call after the ranks' calls went apart); the GPU
+/// kernels count their lamport calls.
+SYMMAR_HD uint32_t lamportHeaderWord(uint64_t numbered_signature, int word) {
+  return static_cast<uint32_t>((numbered_signature >> (15 * word)) & 0x7fffu) | 0x10000u;
 }
 
 /// Half-open element range [begin, end).

@@ -8,8 +8,9 @@
 namespace symmar {
 namespace gpu {
 
-symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) {
+symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call) {
   SYMMAR_CHECK(asyncError());
+  symmarAlgo_t algo = call.algo;
   // Calls are matched by order only on the GPU: an empty call launches nothing, on every rank alike.
   if (call.tokens == 0 || call.hidden == 0) return symmarSuccess;
   if (!have_heap_ || !(topo_.peer_access || topo_.host_staged)) {
@@ -25,7 +26,7 @@ symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call, symm
   DeviceGuard guard(device_);
   int grid = 1;
   KernelArgs a = makeAddRmsNormArgs(lc, call, &grid);
-  return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(stream));
+  return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(call.stream));
 }
 
 }  // namespace gpu

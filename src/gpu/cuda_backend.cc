@@ -206,24 +206,23 @@ LaunchContext CudaBackend::launchContext() const {
   return ctx;
 }
 
-symmarResult_t CudaBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
+symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
   SYMMAR_CHECK(asyncError());
-  if (count == 0) return symmarSuccess;
+  if (c.count == 0) return symmarSuccess;
   DeviceGuard guard(device_);
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (algo == symmarAlgoNccl) {
+  cudaStream_t s = static_cast<cudaStream_t>(c.stream);
+  if (c.algo == symmarAlgoNccl) {
     if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
-    return nccl_.allReduce(ctx_, send, recv, count, dtype, op, s);
+    return nccl_.allReduce(ctx_, c.send, c.recv, c.count, c.dtype, c.op, s);
   }
-  const void* kernel = kernelOf(algo, dtype, op, heap_.multicast());
+  const void* kernel = kernelOf(c.algo, c.dtype, c.op, heap_.multicast());
   if (!kernel || !(topo_.peer_access || topo_.host_staged)) {
-    return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(algo),
-                dtypeName(dtype), opName(op));
+    return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(c.algo),
+                dtypeName(c.dtype), opName(c.op));
   }
   const LaunchContext lc = launchContext();
-  KernelArgs a = makeKernelArgs(lc, send, recv, count, dtype, algo);
-  return launch(kernel, gridFor(lc, count, dtype, algo), threadsFor(algo), &a, s);
+  KernelArgs a = makeKernelArgs(lc, c.send, c.recv, c.count, c.dtype, c.algo);
+  return launch(kernel, gridFor(lc, c.count, c.dtype, c.algo), threadsFor(c.algo), &a, s);
 }
 
 symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream) {

@@ -49,9 +49,8 @@ class CudaBackend : public Backend {
   /// Collective: probes, builds the heap and the device state; reports the topology and staging.
   symmarResult_t init(BackendFacts* facts);
 
-  symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
-                           symmarAlgo_t algo, void* stream) override;
-  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) override;
+  symmarResult_t allReduce(const AllReduceCall& call) override;
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t asyncError() override;

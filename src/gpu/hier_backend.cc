@@ -41,17 +41,16 @@ class HierarchicalCudaBackend : public Backend {
     return symmarSuccess;
   }
 
-  symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
-                           symmarAlgo_t algo, void* stream) override {
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (algo == symmarAlgoNccl) return comm_nccl_.allReduce(ctx_, send, recv, count, dtype, op, s);
-    SYMMAR_CHECK(host_->allReduce(send, recv, count, dtype, op, algo, stream));
-    if (count == 0) return symmarSuccess;
+  symmarResult_t allReduce(const AllReduceCall& c) override {
+    cudaStream_t s = static_cast<cudaStream_t>(c.stream);
+    if (c.algo == symmarAlgoNccl) return comm_nccl_.allReduce(ctx_, c.send, c.recv, c.count, c.dtype, c.op, s);
+    SYMMAR_CHECK(host_->allReduce(c));
+    if (c.count == 0) return symmarSuccess;
     // Stream order puts the host's sum in recv before NCCL reads it; every local rank holds the
     // same bits, and the two hosts' partials add the same way on every local index.
-    return inter_nccl_.allReduce(inter_ctx_, recv, recv, count, dtype, op, s);
+    return inter_nccl_.allReduce(inter_ctx_, c.recv, c.recv, c.count, c.dtype, c.op, s);
   }
-  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&, symmarAlgo_t, void*) override {
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&) override {
     return fail(symmarUnsupported, "no fused form across hosts: the norm needs every host's sum");
   }
   symmarResult_t memAlloc(size_t bytes, void** ptr) override { return host_->memAlloc(bytes, ptr); }

@@ -224,7 +224,7 @@ uint64_t* flagWord(uint32_t* flag, size_t offset) {
 symmarResult_t HostBackend::barrier(int slot, uint64_t input_offset, uint64_t sig) {
   if (sig != 0) {  // a call's first barrier: the call takes its number, and the signature names it
     call_ = call_ + 1;
-    sig = fnv1aMix(sig, call_) | 1;  // never 0, which means "no check"
+    sig = numberedSignature(sig, call_);
   }
   epoch_ = sched::nextEpoch(epoch_);
   uint32_t* own = heap_->flag(rank_, 0, slot);
@@ -277,15 +277,6 @@ uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
                                                                         : sched::kStagedInput;
 }
 
-uint64_t HostBackend::signature(const Call& c, symmarAlgo_t algo) {
-  uint64_t h = kFnvOffset;
-  for (uint64_t v : {static_cast<uint64_t>(c.count), static_cast<uint64_t>(c.dtype), static_cast<uint64_t>(c.op),
-                     static_cast<uint64_t>(algo)}) {
-    h = fnv1aMix(h, v);
-  }
-  return h | 1;  // never 0, which means "no check"
-}
-
 symmarResult_t HostBackend::checkCallable(void* stream) const {
   if (stream != nullptr) return fail(symmarInvalidArgument, "host backend: stream must be NULL");
   if (!heap_) {
@@ -302,16 +293,17 @@ symmarResult_t HostBackend::checkCallable(void* stream) const {
   return symmarSuccess;
 }
 
-symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                                      symmarRedOp_t op, symmarAlgo_t algo, void* stream) {
-  SYMMAR_CHECK(checkCallable(stream));
-  Call call{static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, symmarTypeSize(dtype)};
+symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
+  SYMMAR_CHECK(checkCallable(c.stream));
+  const Call call{static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dtype, c.op, c.algo, c.elem()};
+  const size_t count = c.count;
+  const symmarAlgo_t algo = c.algo;
   if (world_ == 1) {
     if (inter_host_) {  // alone on its host: the input is the host's partial
       copyToPieces(call, call.send, count);
-      return acrossHosts(call, algo, 0, count, nullptr, /*staged=*/true);
+      return acrossHosts(call, 0, count, nullptr, /*staged=*/true);
     }
-    if (send != recv && count > 0) memmove(recv, send, count * call.elem);
+    if (c.send != c.recv && count > 0) memmove(c.recv, c.send, c.bytes());
     return symmarSuccess;
   }
   // Count 0 moves no data but still takes part: the call signature is checked like any other, so
@@ -319,8 +311,8 @@ symmarResult_t HostBackend::allReduce(const void* send, void* recv, size_t count
   // its peers' next call.
   if (algo == symmarAlgoLamport) return runLamport(call);  // count 0 too: it takes part the same way
   if (count == 0) {
-    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, signature(call, algo)));
-    return acrossHosts(call, algo, 0, 0, nullptr);
+    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, call.signature()));
+    return acrossHosts(call, 0, 0, nullptr);
   }
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
 }

@@ -30,21 +30,23 @@ class HostBackend : public Backend {
   void noteCommFailed() override;
   ~HostBackend() override;
 
-  symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
-                           symmarAlgo_t algo, void* stream) override;
-  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call, symmarAlgo_t algo, void* stream) override;
+  symmarResult_t allReduce(const AllReduceCall& call) override;
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t setInterHost(const InterHostCarrier& carrier) override;
 
  private:
+  /// An allreduce as the executors address it: byte pointers, the element size at hand.
   struct Call {
     const char* send;
     char* recv;
     size_t count;
     symmarDataType_t dtype;
     symmarRedOp_t op;
+    symmarAlgo_t algo;
     size_t elem;
+    uint64_t signature() const { return callSignature(count, dtype, op, algo); }
   };
 
   HostBackend(const BackendContext& ctx, const HostPlacement& placement);
@@ -61,8 +63,7 @@ class HostBackend : public Backend {
   /// hosts' (InterHost::combine), into the output and into publish when not null. A failure breaks
   /// the comm (engine requests may be left behind) and tells this host's peers. Nothing to do on a
   /// single-host comm.
-  symmarResult_t acrossHosts(const Call& call, symmarAlgo_t algo, size_t begin, size_t n, char* publish,
-                             bool staged = false);
+  symmarResult_t acrossHosts(const Call& call, size_t begin, size_t n, char* publish, bool staged = false);
   /// Reduces n elements of the world_ sources in srcs_ into the inter-host pieces (no copy after).
   void reduceToPieces(const Call& call, size_t n);
   /// Copies n elements from src into the inter-host pieces.
@@ -84,8 +85,6 @@ class HostBackend : public Backend {
   /// Offset of [p, p + bytes) in this rank's user heap when it lies in one symmarMemAlloc block
   /// (peers may then read it in place), else kStagedInput.
   uint64_t symmetricOffset(const void* p, size_t bytes) const;
-  static uint64_t signature(const Call& c, symmarAlgo_t algo);
-  static uint64_t fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo);  // host_fused.cc
   symmarResult_t waitPeer(int peer, int slot, uint32_t target);
   /// symmarPeerFailure when peer failed the call whose barrier has epoch target (or an earlier one
   /// this rank is still in): its flag at target is then no contribution.

@@ -35,22 +35,16 @@ void sumRow(const void* const* srcs, int world, size_t row, size_t hidden, symma
 
 }  // namespace
 
-uint64_t HostBackend::fusedSignature(const AddRmsNormCall& c, symmarAlgo_t algo) {
-  Call call{nullptr, nullptr, c.tokens * c.hidden, c.dtype, symmarSum, symmarTypeSize(c.dtype)};
-  // Another algorithm code than any plain allreduce: a fused call never pairs with a plain one.
-  return signature(call, static_cast<symmarAlgo_t>(100 + algo)) ^ (static_cast<uint64_t>(c.hidden) << 20) ^
-         (c.fp8_out ? 1ull << 62 : 0);
-}
-
-symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarAlgo_t algo, void* stream) {
-  SYMMAR_CHECK(checkCallable(stream));
+symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
+  SYMMAR_CHECK(checkCallable(c.stream));
+  symmarAlgo_t algo = c.algo;
   // The norm needs the sum over every host, which the fused schedules (one host's ranks) lack.
   if (placement_.hosts > 1) return fail(symmarUnsupported, "host backend: no fused form across hosts");
   if (c.tokens == 0 || c.hidden == 0) {
     // Nothing to move (and no row size to divide by), but the call still takes part like a count-0
     // allreduce: its signature meets the peers' at a barrier, so a rank that skipped the call or
     // made another is caught instead of being paired with its peers' next call.
-    return barrier(sched::kSlotStart, sched::kStagedInput, fusedSignature(c, algo));
+    return barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c, algo));
   }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
@@ -74,7 +68,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c, symmarA
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
     std::memcpy(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
-    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? fusedSignature(c, algo) : 0));
+    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half);
     if (algo != symmarAlgoTwoShot) {
       for (size_t r = 0; r < rows; ++r) {

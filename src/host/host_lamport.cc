@@ -56,7 +56,8 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
   const size_t words = (bytes + 3) / 4;
   const size_t trailer = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
   uint32_t sig[4];
-  for (int k = 0; k < 4; ++k) sig[k] = sched::lamportSignatureWord(c.count, c.dtype, c.op, call, k);
+  const uint64_t numbered = numberedSignature(c.signature(), call);
+  for (int k = 0; k < 4; ++k) sig[k] = sched::lamportHeaderWord(numbered, k);
 
   // Publish: every peer's slot for this rank, and this rank's own slot of its own buffer (so the
   // reduction reads every rank's input as it travels, which keeps all ranks' bits equal).
@@ -129,7 +130,7 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
   }
   lamport_used_[buf] = trailer + 4;
   lamport_buf_ = (buf + 1) % sched::kLamportBuffers;
-  return acrossHosts(c, symmarAlgoLamport, 0, c.count, nullptr);
+  return acrossHosts(c, 0, c.count, nullptr);
 }
 
 }  // namespace symmar

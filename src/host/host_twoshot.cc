@@ -34,7 +34,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       memcpy(staged, src, off);
       memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
-    SYMMAR_CHECK(barrier(sched::kSlotStart, input_offset, k == 0 ? signature(c, symmarAlgoTwoShot) : 0));
+    SYMMAR_CHECK(barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature() : 0));
     const uint32_t start_epoch = epoch_;
 
     for (int p = 0; p < world_; ++p) {
@@ -55,7 +55,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       // Across hosts the owned slice is this host's partial: reduced straight into the inter-host
       // stage, which writes the finished slice to the output and publishes it.
       reduceToPieces(c, mine.size());
-      SYMMAR_CHECK(acrossHosts(c, symmarAlgoTwoShot, r.begin + mine.begin, mine.size(), publish, /*staged=*/true));
+      SYMMAR_CHECK(acrossHosts(c, r.begin + mine.begin, mine.size(), publish, /*staged=*/true));
     } else {
       reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
     }

@@ -82,6 +82,24 @@ TEST(AlgorithmRecords, EveryRecordIsNamedInEveryPlaceThatListsAlgorithms) {
   }
 }
 
+// The Python binding spells the C enums out (it must import without loading the library): every
+// dtype and link name with its value, as core/names.cc has them.
+TEST(AlgorithmRecords, ThePythonBindingsEnumsMatchTheLibrarys) {
+  const std::string python = readSource("python/symmar/_args.py");
+  for (int d = 0; d < symmarNumTypes; ++d) {
+    const std::string entry = "\"" + std::string(dtypeName(static_cast<symmarDataType_t>(d))) + "\": " + std::to_string(d);
+    EXPECT_NE(python.find(entry), std::string::npos) << entry;
+  }
+  for (int l = 0; l <= symmarLinkPcieNoP2P; ++l) {
+    const std::string entry = "\"" + std::string(linkName(static_cast<symmarLink_t>(l))) + "\": " + std::to_string(l);
+    EXPECT_NE(python.find(entry), std::string::npos) << entry;
+  }
+  for (int o = 0; o < symmarNumOps; ++o) {
+    const std::string entry = "\"" + std::string(opName(static_cast<symmarRedOp_t>(o))) + "\": " + std::to_string(o);
+    EXPECT_NE(python.find(entry), std::string::npos) << entry;
+  }
+}
+
 TEST(AlgorithmRecords, EachRefusalSaysWhy) {
   const Request small{symmarFloat32, symmarSum, 4096};
   const symmarTopology_t nvswitch = topo(9, 0, symmarLinkNvSwitch, 8, 1);
