@@ -7,6 +7,7 @@ Layers, lowest first; a file may include its own folder or a strictly lower laye
   2 src/bootstrap, src/plan, cuda   how ranks meet; tables and planning; the kernels
   3 src/host, src/gpu               the executors
   4 src/api                         the C entry points and the comm object
+  5 src/mpi                         libsymmar_mpi: a client of the C API (and header-only helpers)
 Usage: tools/check_layers.py [ROOT]   (exit 1 and one line per offending include)
 """
 import os
@@ -22,6 +23,7 @@ LAYERS = {
     "src/host": 3,
     "src/gpu": 3,
     "src/api": 4,
+    "src/mpi": 5,
 }
 # How an include spells each folder (the include paths are include/, src/ and the project root).
 SPELLING = {
@@ -33,6 +35,7 @@ SPELLING = {
     "host/": "src/host",
     "gpu/": "src/gpu",
     "api/": "src/api",
+    "mpi/": "src/mpi",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -86,8 +86,8 @@ symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn
   const size_t n = c.tokens * c.hidden;
   // An empty call: GPU comms match calls by order only and launch nothing for it, on every rank
   // alike; on the host the allreduce of count 0 below still takes part in call matching.
-  if (n == 0 && comm->settings.device >= 0) return symmarSuccess;
-  if (comm->settings.device >= 0) {
+  if (n == 0 && comm->gpu()) return symmarSuccess;
+  if (comm->gpu()) {
     return fail(symmarUnsupported, "%s: this GPU comm has no fused form (%s): call the allreduce, then the norm", fn,
                 comm->placement.hosts > 1 ? "its ranks span hosts" : linkName(comm->topo.link));
   }

@@ -22,7 +22,7 @@ const TableRow* resolveRow(const symmarComm& comm) {
     r.source = "hosts with different numbers of ranks: flat, the fallback serves every call";
     return r;
   }();
-  const bool gpu = comm.settings.device >= 0;
+  const bool gpu = comm.gpu();
   if (!p.uniform || (gpu && comm.inter_host.empty())) return &kFlat;
   // Across hosts the row is the hierarchical one of the link within a host: the GPUs' link, or host
   // memory (on the host backend the link is unknown until an engine is set, but the plan must not
@@ -35,7 +35,7 @@ std::string describeHosts(const symmarComm& comm) {
   const HostPlacement& p = comm.placement;
   if (p.hosts == 1) return "";
   std::string text = "; hosts " + std::to_string(p.hosts);
-  const bool gpu = comm.settings.device >= 0;
+  const bool gpu = comm.gpu();
   if (!p.uniform) return text + " with unequal numbers of ranks: flat (the fallback serves every call)";
   text += " x " + std::to_string(p.local_size) + " ranks";
   if (comm.inter_host.empty()) {
@@ -73,7 +73,7 @@ symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchange
                   "hierarchical path needs as many on each (the fallback serves)",
                   p.hosts);
     }
-    if (comm->settings.device >= 0) {
+    if (comm->gpu()) {
       return fail(symmarUnsupported, "symmarCommSetInterHost: a GPU comm's inter-host stage is NCCL's");
     }
     // What may differ between ranks is agreed: either every rank takes its engine or none does.

@@ -40,12 +40,25 @@ struct symmarComm {
   std::string last_error;
 
   uint32_t fallbacks() const;
+  /// A comm of the CUDA backend (creation resolves settings.device to a GPU or SYMMAR_DEVICE_CPU).
+  bool gpu() const { return settings.device >= 0; }
 };
 
 namespace symmar {
 /// The comm's table row: keyed by its ranks per host and number of hosts when it spans hosts
 /// (api_hosts.cc).
 const TableRow* resolveRow(const symmarComm& comm);
+/// The comm's settings: config merged with the environment and defaults (no peer involved; the
+/// sizes are agreed across ranks later, in finishComm).
+symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s);
+/// Everything that needs no peer: settings and tables. Failing here costs the peers nothing but
+/// their bounded wait.
+symmarResult_t prepareComm(int nranks, int rank, const symmarConfig_t* config, std::unique_ptr<symmarComm>* out);
+/// Collective, once the comm has its bootstrap: picks the backend (all ranks must agree), builds
+/// it, and checks that every rank plans alike; *out receives the live comm.
+symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out);
+/// symmarCommDescribe's line (describe.cc).
+std::string describeComm(const symmarComm& comm);
 /// The part of symmarCommDescribe about hosts ("" on a single host): how many, and which path
 /// serves across them.
 std::string describeHosts(const symmarComm& comm);

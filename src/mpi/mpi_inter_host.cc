@@ -1,4 +1,4 @@
-#include "host/mpi_inter_host.h"
+#include "mpi/mpi_inter_host.h"
 
 #include <sched.h>
 

@@ -8,7 +8,7 @@
 #include <new>
 
 #include "core/numeric.h"
-#include "host/mpi_inter_host.h"
+#include "mpi/mpi_inter_host.h"
 #include "symmar/symmar_mpi.h"
 
 namespace {

@@ -1,0 +1,188 @@
+// Comm creation: settings resolved from the config, the environment and defaults; the sizes, start
+// epoch and plans every rank must agree on; the backend every rank picks alike.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/guard.h"
+#include "core/env.h"
+#include "core/hash.h"
+#include "core/log.h"
+#include "core/names.h"
+#include "gpu/cuda_backend.h"
+#include "host/host_backend.h"
+#include "plan/planner.h"
+
+namespace symmar {
+namespace {
+
+// Staging per rank when neither config nor SYMMAR_STAGING_BYTES says: the host backend reads
+// through staging for every call, so a larger one means fewer barriers (docs/performance.md); GPUs
+// chunk through it only above the one-shot sizes.
+constexpr int64_t kDefaultHostStaging = int64_t{32} << 20;
+constexpr int64_t kDefaultGpuStaging = int64_t{8} << 20;
+
+/// The sizes that shape every rank's segments and chunking, and the start epoch, must be equal on
+/// every rank (a rank mapping a peer's segment larger than the peer made it would fault): each
+/// rank resolves its own, then all take the smallest size asked for and rank 0's epoch.
+symmarResult_t agreeSizes(symmarComm& comm, bool gpu) {
+  SymmarSettings& s = comm.settings;
+  struct Sizes {
+    uint64_t staging, heap, chunk, epoch;
+  };
+  std::vector<Sizes> all(static_cast<size_t>(comm.nranks));
+  Sizes& mine = all[static_cast<size_t>(comm.rank)];
+  mine.staging = s.staging_bytes ? s.staging_bytes
+                                 : static_cast<uint64_t>(envNumber("SYMMAR_STAGING_BYTES",
+                                                                   gpu ? kDefaultGpuStaging : kDefaultHostStaging));
+  mine.heap = static_cast<uint64_t>(envNumber("SYMMAR_HEAP_BYTES"));
+  mine.chunk = static_cast<uint64_t>(envNumber("SYMMAR_HOST_CHUNK_BYTES"));
+  mine.epoch = static_cast<uint64_t>(envNumber("SYMMAR_EPOCH_START"));
+  SYMMAR_CHECK(comm.bootstrap->allGather(all.data(), sizeof(Sizes)));
+  // Every rank's record is checked against the registry's ranges before anything is sized from
+  // it: a broken or foreign peer must not shrink the staging below what the schedule needs.
+  for (int r = 0; r < comm.nranks; ++r) {
+    const Sizes& x = all[static_cast<size_t>(r)];
+    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"SYMMAR_STAGING_BYTES", x.staging},
+                                      {"SYMMAR_HEAP_BYTES", x.heap},
+                                      {"SYMMAR_HOST_CHUNK_BYTES", x.chunk},
+                                      {"SYMMAR_EPOCH_START", x.epoch}}) {
+      const EnvVarInfo* v = envInfo(name);
+      if (value < static_cast<uint64_t>(v->min) || value > static_cast<uint64_t>(v->max)) {
+        return fail(symmarInvalidUsage, "rank %d sent %llu for %s, outside %lld..%lld: ranks of one comm must run "
+                    "the same symmar and agree on their settings", r, static_cast<unsigned long long>(value), name,
+                    static_cast<long long>(v->min), static_cast<long long>(v->max));
+      }
+    }
+  }
+  Sizes agreed = all[0];
+  for (const Sizes& x : all) {
+    agreed.staging = std::min(agreed.staging, x.staging);
+    agreed.heap = std::min(agreed.heap, x.heap);
+    agreed.chunk = std::min(agreed.chunk, x.chunk);
+  }
+  s.staging_bytes = static_cast<size_t>(agreed.staging);
+  s.heap_bytes = static_cast<size_t>(agreed.heap);
+  s.host_chunk_bytes = static_cast<size_t>(agreed.chunk);
+  s.epoch_start = static_cast<uint32_t>(agreed.epoch);
+  return symmarSuccess;
+}
+
+/// What decides this comm's plans: its table row and the environment overrides.
+uint64_t planFingerprint(const TableRow& row, const PlanEnv& env) {
+  uint64_t h = kFnvOffset;
+  auto mix = [&h](uint64_t v) { h = fnv1aMix(h, v); };
+  mix(static_cast<uint64_t>(row.arch));
+  mix(static_cast<uint64_t>(row.link));
+  mix(static_cast<uint64_t>(row.world));
+  mix(static_cast<uint64_t>(row.hosts));
+  for (int i = 0; i < row.num_entries; ++i) {
+    mix(static_cast<uint64_t>(row.entries[i].algo));
+    mix(row.entries[i].max_bytes);
+  }
+  mix(static_cast<uint64_t>(env.forced));
+  mix(env.disabled);
+  return h;
+}
+
+}  // namespace
+
+symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s) {
+  symmarConfig_t c = SYMMAR_CONFIG_INIT;
+  if (config) {
+    if (config->size != sizeof(symmarConfig_t)) {
+      return fail(symmarInvalidArgument, "config.size is %zu, expected %zu (initialise with SYMMAR_CONFIG_INIT)",
+                  config->size, sizeof(symmarConfig_t));
+    }
+    c = *config;
+  }
+  if (c.device < SYMMAR_DEVICE_AUTO) return fail(symmarInvalidArgument, "config.device %d is invalid", c.device);
+  if (c.timeout_ms < 0) return fail(symmarInvalidArgument, "config.timeout_ms %d is negative", c.timeout_ms);
+  if (c.staging_bytes != 0 && c.staging_bytes < 4096) {
+    return fail(symmarInvalidArgument, "config.staging_bytes %zu is below the minimum of 4096", c.staging_bytes);
+  }
+  s->device = c.device;
+  s->staging_bytes = c.staging_bytes;
+  s->timeout_ms = c.timeout_ms ? c.timeout_ms : static_cast<int>(envNumber("SYMMAR_TIMEOUT_MS"));
+  if (c.table_file) s->table_file = c.table_file;
+  else if (const char* env = envRaw("SYMMAR_TABLE_FILE")) s->table_file = env;
+  return symmarSuccess;
+}
+
+/// Everything that needs no peer: settings and tables. Failing here costs the peers nothing but
+/// their bounded wait.
+symmarResult_t prepareComm(int nranks, int rank, const symmarConfig_t* config, std::unique_ptr<symmarComm>* out) {
+  if (nranks < 1) return fail(symmarInvalidArgument, "nranks %d < 1", nranks);
+  if (rank < 0 || rank >= nranks) return fail(symmarInvalidArgument, "rank %d outside 0..%d", rank, nranks - 1);
+  auto comm = std::make_unique<symmarComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  SYMMAR_CHECK(resolveSettings(config, &comm->settings));
+  comm->tables = Tables::builtin();
+  if (!comm->settings.table_file.empty()) SYMMAR_CHECK(comm->tables.loadFile(comm->settings.table_file.c_str()));
+  *out = std::move(comm);
+  return symmarSuccess;
+}
+
+/// Collective: picks the backend (all ranks must agree) and builds it.
+symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
+  setLogRank(comm->rank);
+  bool gpu = comm->gpu();  // or, with SYMMAR_DEVICE_AUTO, whether this process has a usable GPU
+  if (comm->settings.device == SYMMAR_DEVICE_AUTO) {
+    int device = -1;
+    gpu = cudaUsable(&device);
+    comm->settings.device = gpu ? device : SYMMAR_DEVICE_CPU;
+  }
+  std::vector<int32_t> kinds(comm->nranks, 0);
+  kinds[comm->rank] = gpu ? 1 : 0;
+  SYMMAR_CHECK(comm->bootstrap->allGather(kinds.data(), sizeof(int32_t)));
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (kinds[r] != kinds[comm->rank]) {
+      return fail(symmarInvalidUsage, "rank %d uses the %s backend but rank %d the %s backend", comm->rank,
+                  gpu ? "cuda" : "host", r, kinds[r] ? "cuda" : "host");
+    }
+  }
+  envLogSet();
+  SYMMAR_CHECK(agreeSizes(*comm, gpu));
+  std::unique_ptr<Backend> backend;
+  BackendContext ctx;
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.bootstrap = comm->bootstrap.get();
+  ctx.settings = comm->settings;
+  BackendFacts facts;
+  SYMMAR_CHECK(gpu ? createCudaBackend(ctx, &facts, &backend) : HostBackend::create(ctx, &facts, &backend));
+  comm->backend = std::move(backend);
+  comm->topo = facts.topo;
+  comm->placement = facts.placement;
+  comm->inter_host = facts.inter_host;
+  comm->checks = facts.checks;
+  comm->settings.staging_bytes = facts.staging_bytes;
+  // The row never changes for a comm: (arch, link, world, hosts) are fixed, so resolve it once here.
+  comm->row = resolveRow(*comm);
+  noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
+  // Every rank must plan alike (same row, same SYMMAR_ALGO/SYMMAR_DISABLE), or auto would run
+  // different algorithms on different ranks.
+  std::vector<uint64_t> plans(comm->nranks, 0);
+  plans[comm->rank] = planFingerprint(*comm->row, planEnv());
+  SYMMAR_CHECK(comm->bootstrap->allGather(plans.data(), sizeof(uint64_t)));
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (plans[r] != plans[comm->rank]) {
+      return fail(symmarInvalidUsage, "rank %d plans differently from rank %d (different table file or SYMMAR_ALGO / "
+                  "SYMMAR_DISABLE): every rank must use the same tables and settings", r, comm->rank);
+    }
+  }
+  SYMMAR_INFO(kSubsysInit, "comm rank %d/%d on %s: link %s, cc %d.%d, multicast %d, row %s (%s)", comm->rank,
+              comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,
+              comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row->arch).c_str(),
+              comm->row->source.c_str());
+  comm->magic.store(kCommMagic);
+  *out = comm.release();
+  return symmarSuccess;
+}
+
+}  // namespace symmar

@@ -1,0 +1,55 @@
+// symmarCommDescribe's line: backend, topology, the table row in use and what of it this comm runs.
+#include <cstdint>
+#include <string>
+
+#include "api/comm.h"
+#include "core/names.h"
+#include "plan/planner.h"
+
+namespace symmar {
+namespace {
+
+std::string bytesText(uint64_t b) {
+  if (b == kUnbounded) return "unbounded";
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+}  // namespace
+
+std::string describeComm(const symmarComm& comm) {
+  const TableRow& row = *comm.row;
+  std::string text = std::string(comm.gpu() ? "cuda" : "host") + " backend, link " +
+                     linkName(comm.topo.link) + ", cc " + std::to_string(comm.topo.cc_major) + "." +
+                     std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
+                     ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
+                     linkName(row.link) + "/" + std::to_string(row.world) +
+                     (row.hosts > 1 ? " per host x " + std::to_string(row.hosts) + " hosts" : "") + ":";
+  // The row is shared by every comm of its (arch, link, world); what this comm can run is not (a
+  // Python or engine comm has no mpi fallback, SYMMAR_DISABLE): say so next to each entry, so the
+  // line tells what runs rather than what the table would like.
+  uint32_t runnable = 0;
+  for (int d = 0; d < symmarNumTypes; ++d) {
+    for (int o = 0; o < symmarNumOps; ++o) {
+      runnable |= availableAlgos(comm.topo, static_cast<symmarDataType_t>(d), static_cast<symmarRedOp_t>(o),
+                                 comm.fallbacks());
+    }
+  }
+  for (int i = 0; i < row.num_entries; ++i) {
+    const symmarAlgo_t algo = row.entries[i].algo;
+    text += std::string(i ? ", " : " ") + symmarAlgoName(algo) + "<=" + bytesText(row.entries[i].max_bytes);
+    if (runnable & algoBit(algo)) continue;
+    // The reason for a reduction every algorithm's kernels take (the refusal is then not the dtype's).
+    const char* why = refusalText(refusalOf(algo, comm.topo, {symmarFloat16, symmarSum, 0}, comm.fallbacks()));
+    text += (algo == symmarAlgoMultimem && (runnable & algoBit(symmarAlgoTwoShot)) ? " (runs twoshot here: "
+                                                                                     : " (not on this comm: ") +
+            std::string(why) + ")";
+  }
+  text += " (" + row.source + ")";
+  text += describeHosts(comm);
+  if (!comm.checks.empty()) text += "; checks: " + comm.checks;
+  return text;
+}
+
+}  // namespace symmar
