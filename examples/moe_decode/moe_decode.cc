@@ -1,7 +1,8 @@
 // moe_decode: a tensor-parallel MoE decode loop that shows what each allreduce algorithm buys end
 // to end. Every algorithm runs the same steps on the same weights, side by side in one run:
 // tokens/s, step time, the share of the step spent in allreduce, and agreement of the final
-// hidden states across algorithms and ranks. Host ranks by default (fp32 OpenBLAS); with
+// hidden states across algorithms and ranks and, on the host, with the same model computed
+// unsharded in fp64 (moe_reference.h). Host ranks by default (fp32 OpenBLAS); with
 // --device gpu|auto and a GPU comm, the GPU variant (bf16 cuBLAS, each step one CUDA graph).
 //   mpirun -np 2 moe_decode --preset tiny
 //   moe_decode --local-world 2 --preset qwen3-30b-a3b --layers 2 --experts 16
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "moe_model.h"
+#include "moe_reference.h"
 #include "moe_run.h"
 #include "perf_cli.h"
 
@@ -57,6 +59,7 @@ int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSum
   const int tokens = args.tokens(), h = args.preset.hidden;
   bool agree = s.disagree == 0;
   for (const AlgoResult& r : s.results) agree = agree && r.max_rel_diff <= s.tolerance;
+  const bool reference_ok = !s.reference_checked || s.reference_mismatches == 0;
   if (group.rank() == 0) {
     char desc[1024] = "";
     symmarCommDescribe(comm, desc, sizeof(desc));
@@ -78,6 +81,21 @@ int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSum
     }
     printf("# ranks agree: %s; algorithms agree within %.0e: %s\n", s.disagree == 0 ? "yes" : "NO", s.tolerance,
            agree ? "yes" : "NO");
+    if (s.reference_checked) {
+      printf("# unsharded fp64 reference: every rank, run and step within %.1e (largest %.1e): %s",
+             s.reference_tolerance, s.reference_max_rel_diff, reference_ok ? "yes" : "NO");
+      if (s.reference_mismatches) printf(", %ld element(s) beyond it", s.reference_mismatches);
+      if (s.reference_near_tie_tokens) {
+        printf("; %d of %d token(s) with a router near-tie, %ld element(s) there beyond it (not failed)",
+               s.reference_near_tie_tokens, tokens, s.reference_excused);
+      }
+      printf("\n");
+    } else {
+      printf("# unsharded fp64 reference: not checked (%s)\n",
+             s.reference_skipped.empty() ? "the GPU variant's weights are generated on the device; the reference "
+                                           "reproduces the host variant's"
+                                         : s.reference_skipped.c_str());
+    }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\"preset\": \"" << args.preset.name << "\", \"world\": " << group.size() << ", \"backend\": \""
@@ -96,7 +114,13 @@ int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSum
         }
         out << "}";
       }
-      out << "]";
+      out << "], \"reference\": \"" << (!s.reference_checked ? "skipped" : reference_ok ? "passed" : "failed") << "\"";
+      if (s.reference_checked) {
+        out << ", \"reference_tolerance\": " << s.reference_tolerance << ", \"reference_max_rel_diff\": "
+            << s.reference_max_rel_diff << ", \"reference_mismatches\": " << s.reference_mismatches
+            << ", \"reference_near_tie_tokens\": " << s.reference_near_tie_tokens
+            << ", \"reference_excused\": " << s.reference_excused;
+      }
       if (!s.fused_note.empty()) {
         std::string note;
         for (char c : s.fused_note) note += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
@@ -106,7 +130,7 @@ int report(const Args& args, perf::Group& group, symmarComm_t comm, const RunSum
     }
     fflush(stdout);
   }
-  return agree ? 0 : 1;
+  return agree && reference_ok ? 0 : 1;
 }
 
 #ifndef MOE_DECODE_WITH_CUDA
@@ -125,9 +149,14 @@ namespace {
 bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
   std::string preset = "tiny";
   int layers = 0, experts = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    const char* v = argv[i + 1];
+    if (f == "--test-plant-wrong") {  // test switch: proves that the reference check can fail the run
+      a->plant_wrong = true;
+      continue;
+    }
+    if (i + 1 >= argc) return false;  // a flag without its value
+    const char* v = argv[++i];
     if (f == "--preset") preset = v;
     else if (f == "--layers") layers = atoi(v);
     else if (f == "--experts") experts = atoi(v);
@@ -140,6 +169,10 @@ bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
     else if (f == "--fused") {
       if (std::string(v) != "on" && std::string(v) != "off") return false;
       a->fused = std::string(v) == "on";
+    }
+    else if (f == "--reference") {
+      a->reference = v;
+      if (a->reference != "on" && a->reference != "off" && a->reference != "auto") return false;
     }
     else if (f == "--device") launch->device = v;
     else if (f == "--local-world") a->ranks_per_process = launch->local_world = atoi(v);
@@ -159,7 +192,6 @@ bool parse(int argc, char** argv, Args* a, perf::Options* launch) {
       return false;
     }
   }
-  if (argc % 2 == 0) return false;  // a flag without its value
   if (launch->device != "cpu" && launch->device != "gpu" && launch->device != "auto") return false;
   if (!findPreset(preset, &a->preset)) return false;
   if (layers > 0) a->preset.layers = layers;
@@ -199,13 +231,24 @@ bool fusedAvailable(perf::Group& group, symmarComm_t comm, symmarAlgo_t algo, si
 int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
   const int tokens = args.tokens();
   const size_t hidden = static_cast<size_t>(args.preset.hidden);
-  const std::string refusal = hostMemoryRefusal(args, group.size(), args.ranks_per_process,
-                                                Model::estimateBytes(args.preset, group.size(), tokens));
+  const unsigned seed = 1234u;
+  std::string skipped = "--reference off";
+  const bool check_reference =
+      args.reference == "on" ||
+      (args.reference == "auto" && referenceAffordable(args.preset, group.size(), tokens, &skipped));
+  // The reference is held once per process, so each rank of it carries its share.
+  const size_t per_rank = Model::estimateBytes(args.preset, group.size(), tokens) +
+                          (check_reference ? referenceBytes(args.preset, group.size()) / args.ranks_per_process : 0);
+  const std::string refusal = hostMemoryRefusal(args, group.size(), args.ranks_per_process, per_rank);
   if (!refusal.empty()) {
-    if (group.rank() == 0) fprintf(stderr, "%s\n", refusal.c_str());
+    if (group.rank() == 0) {
+      fprintf(stderr, "%s%s\n", refusal.c_str(), check_reference ? " (or --reference off)" : "");
+    }
     return 1;
   }
-  Model model(args.preset, group.rank(), group.size(), 1234u);
+  Model model(args.preset, group.rank(), group.size(), seed);
+  const Reference* unsharded = check_reference ? &unshardedReference(args, group.size(), seed) : nullptr;
+  ReferenceCheck reference_check;
   const std::vector<float> initial = initialHidden(args);
   const std::vector<float> gamma(hidden, 1.0f);
 
@@ -220,6 +263,8 @@ int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
     }
   }
   RunSummary summary{"host", model.weightBytes(), sizeof(float), args.tolerance >= 0 ? args.tolerance : 1e-3, {}, 0, ""};
+  summary.reference_checked = check_reference;
+  summary.reference_skipped = skipped;
   std::vector<float> reference;
   bool ok = true;
   for (symmarAlgo_t algo : algos) {
@@ -261,6 +306,14 @@ int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
         auto t0 = std::chrono::steady_clock::now();
         ok = model.forward(&hidden_state, tokens, allreduce, fused ? &fused_fn : nullptr);
         if (s >= args.warmup) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        // The same wrong element on every rank, in every run: ranks and algorithms still agree with
+        // one another, so only the reference can catch it.
+        if (args.plant_wrong && ok) hidden_state[(tokens / 2) * hidden + hidden / 3] += 1.0f;
+        if (unsharded && ok) {
+          checkAgainstReference(*unsharded, hidden_state, args.preset.hidden, group.rank(),
+                                std::string(symmarAlgoName(algo)) + (fused ? " fused" : " unfused"), s,
+                                args.warmup + args.steps, &reference_check);
+        }
       }
       if (group.sumOf(ok ? 0 : 1) != 0) return 1;
       // Agreement across ranks: every rank's final state against rank 0's, through a checksum gather.
@@ -272,6 +325,13 @@ int runHost(const Args& args, perf::Group& group, symmarComm_t comm) {
                                  fused == 1, fused ? unfused_tps : 0.0});
       if (!fused) unfused_tps = tokens / step;
     }
+  }
+  if (unsharded) {
+    summary.reference_tolerance = unsharded->tolerance;
+    summary.reference_mismatches = group.sumOf(reference_check.mismatches);
+    summary.reference_max_rel_diff = group.maxOf(reference_check.max_rel);
+    summary.reference_excused = group.sumOf(reference_check.excused);
+    for (int t : unsharded->near_tie) summary.reference_near_tie_tokens += t >= 0;
   }
   return report(args, group, comm, summary);
 }
@@ -293,9 +353,12 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: moe_decode [--preset %s] [--layers N] [--experts N] [--batch N] [--spec-tokens K]\n"
             "                  [--steps N] [--warmup N] [--algos LIST] [--json FILE] [--tolerance X] [--fused on|off]\n"
-            "                  [--device cpu|gpu|auto] [--local-world N]   (or under mpirun: one rank per process)\n"
+            "                  [--reference on|off|auto] [--device cpu|gpu|auto] [--local-world N]\n"
+            "                  (or under mpirun: one rank per process)\n"
             "  --device cpu (default): host ranks, fp32 OpenBLAS; gpu|auto: bf16 cuBLAS in CUDA graphs on a GPU comm\n"
-            "  --fused on (default): each algorithm also runs with the fused allreduce + residual add + RMSNorm\n",
+            "  --fused on (default): each algorithm also runs with the fused allreduce + residual add + RMSNorm\n"
+            "  --reference auto (default): every rank's state after every step must match the same model computed\n"
+            "    unsharded in fp64 (host variant; auto skips it where it would not fit in 1 GiB or take minutes)\n",
             moe::presetNames());
     return 2;
   }

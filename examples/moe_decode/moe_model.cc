@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 
 namespace moe {
 namespace {
@@ -48,20 +49,38 @@ bool findPreset(const std::string& name, Preset* out) {
 
 const char* presetNames() { return "kimi-k2, deepseek-v3, qwen3-30b-a3b, tiny"; }
 
+namespace {
+int attnShard(const Preset& p, int rank, int world) {
+  return p.hidden / world + (rank == world - 1 ? p.hidden % world : 0);
+}
+int interShard(const Preset& p, int world) { return std::max(1, p.expert_inter / world); }
+}  // namespace
+
+ShardWeights generateShard(const Preset& p, int rank, int world, unsigned seed) {
+  const size_t h = p.hidden, e = p.experts, a = attnShard(p, rank, world), i = interShard(p, world);
+  ShardWeights w;
+  std::mt19937 shared(seed);  // replicated weights: the same stream on every rank
+  fillRandom(&w.router, h * e, 1.0f / std::sqrt(static_cast<float>(h)), &shared);
+  std::mt19937 local(seed + 1000u * (rank + 1));  // shards: each rank its own
+  fillRandom(&w.o, a * h, 1.0f / std::sqrt(static_cast<float>(h)), &local);
+  fillRandom(&w.gate, e * h * i, 1.0f / std::sqrt(static_cast<float>(h)), &local);
+  fillRandom(&w.up, e * h * i, 1.0f / std::sqrt(static_cast<float>(h)), &local);
+  fillRandom(&w.down, e * i * h, 1.0f / std::sqrt(static_cast<float>(p.expert_inter)), &local);
+  return w;
+}
+
 Model::Model(const Preset& p, int rank, int world, unsigned seed)
     : p_(p),
       world_(world),
-      attn_shard_(p.hidden / world + (rank == world - 1 ? p.hidden % world : 0)),
-      inter_shard_(std::max(1, p.expert_inter / world)),
+      attn_shard_(attnShard(p, rank, world)),
+      inter_shard_(interShard(p, world)),
       attn_offset_(rank * (p.hidden / world)) {
-  const size_t h = p.hidden, e = p.experts, a = attn_shard_, i = inter_shard_;
-  std::mt19937 shared(seed);  // replicated weights: the same stream on every rank
-  fillRandom(&w_router_, h * e, 1.0f / std::sqrt(static_cast<float>(h)), &shared);
-  std::mt19937 local(seed + 1000u * (rank + 1));  // shards: each rank its own
-  fillRandom(&w_o_, a * h, 1.0f / std::sqrt(static_cast<float>(h)), &local);
-  fillRandom(&w_gate_, e * h * i, 1.0f / std::sqrt(static_cast<float>(h)), &local);
-  fillRandom(&w_up_, e * h * i, 1.0f / std::sqrt(static_cast<float>(h)), &local);
-  fillRandom(&w_down_, e * i * h, 1.0f / std::sqrt(static_cast<float>(p.expert_inter)), &local);
+  ShardWeights w = generateShard(p, rank, world, seed);
+  w_o_ = std::move(w.o);
+  w_router_ = std::move(w.router);
+  w_gate_ = std::move(w.gate);
+  w_up_ = std::move(w.up);
+  w_down_ = std::move(w.down);
 }
 
 size_t Model::weightBytes() const {

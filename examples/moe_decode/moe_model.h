@@ -28,6 +28,19 @@ using AllReduceFn = std::function<bool(float* data, size_t count)>;
 /// 1, eps 1e-6); both [tokens x hidden] fp32. Returns false on error.
 using FusedFn = std::function<bool(float* partial, float* residual, size_t tokens)>;
 
+/// The weights one rank of a world-rank model holds, as generated: the replicated router and this
+/// rank's shards (its rows of the attention output projection, its columns of every expert's gate
+/// and up, its rows of every expert's down). They are the model's input: the sharded Model and the
+/// unsharded reference (moe_reference.h) both start from them, each with its own computation.
+struct ShardWeights {
+  std::vector<float> o;       // [attn_shard x hidden]
+  std::vector<float> router;  // [hidden x experts]
+  std::vector<float> gate;    // experts x [hidden x inter_shard]
+  std::vector<float> up;      // experts x [hidden x inter_shard]
+  std::vector<float> down;    // experts x [inter_shard x hidden]
+};
+ShardWeights generateShard(const Preset& p, int rank, int world, unsigned seed);
+
 class Model {
  public:
   /// Weights are random and identical on every rank for the replicated parts; each rank holds its

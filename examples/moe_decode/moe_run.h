@@ -21,6 +21,8 @@ struct Args {
   double tolerance = -1;  // < 0: the backend's default (1e-3 host fp32, 2e-2 GPU bf16)
   bool fused = true;      // --fused on: also run each algorithm through the fused allreduce + norm
   int ranks_per_process = 1;  // --local-world N: N ranks share this process's address space
+  std::string reference = "auto";  // --reference on|off|auto: check against the unsharded fp64 model
+  bool plant_wrong = false;   // --test-plant-wrong: the same wrong element on every rank, every step
   int tokens() const { return batch * (spec_tokens + 1); }
 };
 
@@ -39,6 +41,15 @@ struct RunSummary {
   std::vector<AlgoResult> results;
   long disagree;              // ranks whose final states differ from rank 0's (summed over algorithms)
   std::string fused_note;     // why the fused call was not measured (empty: it was, or --fused off)
+  // The unsharded fp64 reference (host variant): whether every rank's state after every step of every
+  // run was compared, and what the comparisons found (summed or maxed over ranks).
+  bool reference_checked = false;
+  std::string reference_skipped = "";  // why not, when not (defaulted: the GPU variant sets none)
+  double reference_tolerance = 0;
+  double reference_max_rel_diff = 0;
+  long reference_mismatches = 0;
+  int reference_near_tie_tokens = 0;  // router near-ties: fp32 rounding may pick other experts there
+  long reference_excused = 0;         // elements beyond the tolerance in those tokens (not a failure)
 };
 
 /// The same input tokens on every rank (fixed seed), [tokens x hidden].
