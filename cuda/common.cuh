@@ -1,4 +1,4 @@
-// Device building blocks shared by the three allreduce kernels: bounded spins, per-block epoch
+// Device building blocks shared by the allreduce kernels and the fused one: bounded spins, per-block epoch
 // barriers over the signal pads (push, then poll locally), the rank-level "call done" flag, chunk
 // geometry and copy loops.
 //

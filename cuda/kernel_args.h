@@ -132,8 +132,6 @@ struct KernelArgs {
   size_t hidden;
 };
 
-/// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
-/// combinations (other dtypes, f32 min/max on multimem).
 /// What the probe kernels (one block each) are given. Co-scheduling probe: `rounds` barrier rounds
 /// with every peer through the probe words of the pads; the first round may wait up to first_ns
 /// (launch skew), the rest together at most rest_ns; result[0]: 1 when every round met in time,
@@ -154,6 +152,8 @@ struct ProbeArgs {
   long long* result;  ///< 2 + kMaxRanks words
 };
 constexpr int kProbeResultWords = 2 + kMaxRanks;
+/// Kernel entry points (for cudaLaunchKernel / occupancy queries); nullptr for unsupported
+/// combinations (other dtypes, f32 min/max on multimem).
 const void* coScheduleProbeKernel();
 const void* peerAccessProbeKernel();
 

@@ -49,14 +49,12 @@ struct AddRmsNormCall {
 /// Which call this is, as ranks compare it: count, dtype, op and algorithm. Never 0 (0 means "no
 /// check" where a signature word is optional).
 SYMMAR_HD uint64_t callSignature(uint64_t count, int dtype, int op, int algo) {
-  return fnv1aMix(fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)),
-                           static_cast<uint64_t>(op)),
-                  static_cast<uint64_t>(algo)) |
+  return fnv1aMix(
+             fnv1aMix(fnv1aMix(fnv1aMix(kFnvOffset, count), static_cast<uint64_t>(dtype)), static_cast<uint64_t>(op)),
+             static_cast<uint64_t>(algo)) |
          1;
 }
-inline uint64_t callSignature(const AllReduceCall& c) {
-  return callSignature(c.count, c.dtype, c.op, c.algo);
-}
+inline uint64_t callSignature(const AllReduceCall& c) { return callSignature(c.count, c.dtype, c.op, c.algo); }
 /// The fused call's signature in the form that runs (which may differ from c.algo where the
 /// planned form's rows do not fit: fitAddRmsNormForm). Its algorithm code lies outside the enum,
 /// so it never equals a plain allreduce's; hidden and the FP8 output are in it.

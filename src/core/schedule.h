@@ -47,9 +47,8 @@ constexpr size_t kSignalPadBytes = kFlagBytes;
 // data itself. A slot holds the message (at most kLamportMaxBytes), room for a trailer vector after
 // it (the host twin's completion mark), and in its last vector a header with the call's signature,
 // at a place that does not depend on the count, so ranks whose calls differ see it. Three buffers
-// rotate, so a rank can clear the buffer
-// of its previous call while peers already write the next one (a peer runs at most one call ahead:
-// it cannot finish a call without this rank's data for it).
+// rotate, so a rank can clear the buffer of its previous call while peers already write the next
+// one (a peer runs at most one call ahead: it cannot finish a call without this rank's data for it).
 constexpr size_t kLamportMaxBytes = SYMMAR_LAMPORT_MAX_BYTES;
 constexpr int kLamportBuffers = 3;
 /// "Not written yet": every 16-bit half -0.0 in half precision. For f16/bf16 inputs -0.0 is sent as

@@ -38,7 +38,8 @@ Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
 /// peer access) and the host backend's twin; f32/f16/bf16 only (the empty pattern is a valid i32
 /// and half an f64).
 Refusal lamport(const symmarTopology_t& t, const Request& r, uint32_t) {
-  const bool peer = t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
+  const bool peer =
+      t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
   if (t.link != symmarLinkHostMemory && !peer) return Refusal::kLink;
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }

@@ -1,6 +1,6 @@
 // Per-architecture traits: what symmar knows about a GPU architecture apart from its size tables.
-// The data is one table beside the size-table specs in tables_builtin.cc, so adding an
-// architecture is one edit there (rows plus, optionally, one traits line); nothing here lists arches.
+// The data is one table, kArchTraits in arch.cc; adding an architecture is its rows in
+// tables_builtin.cc plus, optionally, one traits line in arch.cc. Nothing here lists arches.
 #pragma once
 #include <vector>
 
@@ -16,7 +16,7 @@ struct ArchTraits {
   const char* name;  ///< products, for docs and logs ("H100 / H200")
 };
 
-/// The traits table (tables_builtin.cc), in table order.
+/// The traits table (kArchTraits, arch.cc), in table order.
 const std::vector<ArchTraits>& archTraitsTable();
 
 /// Traits of exactly this arch key (no family fallback); nullptr if the table has no line for it.

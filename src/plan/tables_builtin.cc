@@ -1,7 +1,8 @@
-// The compiled-in size tables and architecture traits. Each spec covers one (arch, link) over a
-// range of world sizes and names the public measurement or table its numbers come from; symmar_tune
-// output replaces them. docs/tables.md renders the same data (regenerate it with
-// build/tools/symmar_tables; the ctest tables_doc_is_current fails while it is stale).
+// The compiled-in size tables (the architecture traits are kArchTraits, in arch.cc). Each spec
+// covers one (arch, link) over a range of world sizes and names the public measurement or table
+// its numbers come from; symmar_tune output replaces them. docs/tables.md renders the same data
+// (regenerate it with build/tools/symmar_tables; the ctest tables_doc_is_current fails while it is
+// stale).
 //
 // Rows may be sparse: a key without a row is served by the lookup chain (exact -> family -> default,
 // Tables::resolve), so an arch needs rows only where its numbers differ from what the chain gives.
@@ -97,8 +98,7 @@ const Spec kSpecs[] = {
     {103, SW, 5, 8, {{LAMPORT, 16 * KiB}, {ONE, 1 * MiB}, {MULTIMEM, 32 * MiB}},
      "lamport: below vLLM PR 37756's 16 KiB point (one-stage 7us vs multimem 13us on B300), where a barrier "
      "is most of the call; multimem wins 2-32 MiB; NCCL wins at 64 MiB"},
-    // nvlink and pcie: no rows of its own; the family (sm100) rows serve (the copies once here had the
-    // same numbers and existed only so that every (arch, link, world) had a row).
+    // nvlink and pcie: no rows of its own; the family (sm100) rows serve.
 
     // ---- sm120: RTX PRO 6000 Blackwell / RTX 50 (PCIe, no multicast) ----
     {120, PCI, 2, 4, {{LAMPORT, 1 * KiB}, {ONE, 64 * KiB}, {TWO, 16 * MiB}},
@@ -115,9 +115,6 @@ const Spec kSpecs[] = {
     {120, SW, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
 
     // ---- sm121: GB10 (DGX Spark): no rows of its own; the family (sm120) rows serve ----
-    // (Its former rows were copies of sm120's, except pcie ws 5-8 at one-shot 64 KiB where sm120 has
-    // 32 KiB though the row's source read "as sm120 pcie"; a GB10 box has one GPU, so no measurement
-    // backs a 5-8 GPU PCIe world either way.)
 
     // ---- across 2 hosts (world = GPUs per host): a kernel within the host, then NCCL between ----
     {90, SW, 2, 8, {{ONE, 256 * KiB}}, kTwoHostGpuSource, 2},

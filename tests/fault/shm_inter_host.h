@@ -25,8 +25,7 @@ class ShmInterHost {
 
  private:
   struct Endpoint;
-  static symmarResult_t exchange(const void* const* sendbufs, void* recvbuf, size_t bytes, int timeout_ms,
-                                 void* user);
+  static symmarResult_t exchange(const void* const* sendbufs, void* recvbuf, size_t bytes, int timeout_ms, void* user);
   uint64_t* channel(int from, int to);  // [0]: full flag, [1]: bytes, then the record
 
   int world_;

@@ -1,6 +1,6 @@
-// The ways a rank could return symmarSuccess with a wrong result. Each test failed before its fix:
-// a late rank completing a call its peer had failed (on one host or across hosts), one unique id shared by two comms, count 0
-// shifting the pairing of later calls, and a peer's out-of-range input offset.
+// A rank never returns success for a call its peers did not make and complete: a late rank meets a
+// call its peer failed (on one host or across hosts), two comms share one unique id, count 0 must
+// not shift the pairing of later calls, a peer publishes an out-of-range input offset.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -72,8 +72,8 @@ TEST(AlgorithmRecords, EveryRecordIsNamedInEveryPlaceThatListsAlgorithms) {
     char path[] = "/tmp/symmar_record_XXXXXX";
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
-    const std::string file =
-        R"({"rows": [{"arch": "sm90", "link": "nvlink", "world": 2, "algos": [{"algo": ")" + name + R"(", "max_bytes": 4096}]}]})";
+    const std::string file = R"({"rows": [{"arch": "sm90", "link": "nvlink", "world": 2, "algos": [{"algo": ")" + name +
+                             R"(", "max_bytes": 4096}]}]})";
     ASSERT_EQ(write(fd, file.data(), file.size()), static_cast<ssize_t>(file.size()));
     close(fd);
     Tables t;
@@ -87,7 +87,8 @@ TEST(AlgorithmRecords, EveryRecordIsNamedInEveryPlaceThatListsAlgorithms) {
 TEST(AlgorithmRecords, ThePythonBindingsEnumsMatchTheLibrarys) {
   const std::string python = readSource("python/symmar/_args.py");
   for (int d = 0; d < symmarNumTypes; ++d) {
-    const std::string entry = "\"" + std::string(dtypeName(static_cast<symmarDataType_t>(d))) + "\": " + std::to_string(d);
+    const std::string entry =
+        "\"" + std::string(dtypeName(static_cast<symmarDataType_t>(d))) + "\": " + std::to_string(d);
     EXPECT_NE(python.find(entry), std::string::npos) << entry;
   }
   for (int l = 0; l <= symmarLinkPcieNoP2P; ++l) {
@@ -133,11 +134,13 @@ TEST(AlgorithmRecords, TheForcedPathsPrintTheReason) {
   ASSERT_EQ(symmarCommInitAll(&comm, 1, nullptr, &cfg), symmarSuccess);
   const size_t over = algorithmTraits(symmarAlgoLamport).max_bytes / 4 + 1;
   std::vector<float> buf(over, 1.0f);
-  EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), over, symmarFloat32, symmarSum, symmarAlgoLamport, comm, nullptr),
-            symmarUnsupported);
+  EXPECT_EQ(
+      symmarAllReduceAlgo(buf.data(), buf.data(), over, symmarFloat32, symmarSum, symmarAlgoLamport, comm, nullptr),
+      symmarUnsupported);
   const std::string err = symmarGetLastError(comm);
   EXPECT_NE(err.find(refusalText(Refusal::kTooLarge)), std::string::npos) << err;
-  EXPECT_NE(err.find(std::to_string(algorithmTraits(symmarAlgoLamport).max_bytes) + " bytes at most"), std::string::npos)
+  EXPECT_NE(err.find(std::to_string(algorithmTraits(symmarAlgoLamport).max_bytes) + " bytes at most"),
+            std::string::npos)
       << err;
   EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), 4, symmarInt32, symmarSum, symmarAlgoLamport, comm, nullptr),
             symmarUnsupported);
