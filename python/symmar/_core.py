@@ -11,8 +11,9 @@ from . import _buffers
 from . import _fused
 from . import _general
 from . import _lib as L
+from . import _runtime as R
 from ._api import _AllGather, _algo_name, _raise_gather_failure
-from ._args import ALGOS, AVG, DTYPES, LINK_NAMES, OP_CONVERTERS, config, dtype_name, int_arg, library_op, name_arg
+from ._args import ALGOS, DTYPES, LINK_NAMES, config, dtype_name, int_arg, library_op, name_arg
 from ._errors import check, closed_error, result_name
 from ._symmetric import Owner, SymmetricBuffer
 
@@ -28,50 +29,27 @@ _ndarray = _np.ndarray if _np is not None else None
 _np_empty = _np.empty if _np is not None else None
 _NP_CODES = {_np.dtype(n): DTYPES[n] for n in ("float32", "float16", "int32", "float64")} if _np is not None else {}
 _STR_OPS = {"sum": 0, "max": 1, "min": 2}
-_AR = None  # symmarAllReduce, bound once the library is loaded
-_torch = None  # set by enable_torch() once torch is in use
+# The bound library function and the torch tables live in _runtime (shared with the general and
+# fused paths); the fast path reads them as globals of this module, refreshed by _runtime.watch.
+_TORCH_CODES = R._TORCH_CODES
+_TORCH_OPS = R._TORCH_OPS
+_AR = None
+_torch = None
 _Tensor = None
 _RedOpType = None
-_TORCH_CODES = {}
-_TORCH_OPS = {}
 _raw_stream = None
 
 
-def _bind():
-    global _AR
-    if _AR is None:
-        _AR = L.lib().symmarAllReduce
-    return _AR
+def _refresh():
+    global _AR, _torch, _Tensor, _RedOpType, _raw_stream
+    _AR = R._AR
+    _torch = R._torch
+    _raw_stream = R._raw_stream
+    _RedOpType = R._RedOpType
+    _Tensor = R._Tensor  # last: a tensor takes the fast path only once _Tensor is set
 
 
-def enable_torch(torch):
-    """Fills the torch fast-path tables (called on the first tensor, and by symmar.torch)."""
-    global _torch, _Tensor, _RedOpType, _raw_stream
-    if _torch is not None:
-        return
-    _TORCH_CODES.update({torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.float64: 4})
-    get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # skips building a Stream object
-    _raw_stream = get_raw if get_raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)
-    try:
-        import torch.distributed as dist
-        red = dist.ReduceOp
-        # ReduceOp.SUM etc. are RedOpType members; a ReduceOp instance compares equal to them.
-        table = {red.SUM: 0, red.MAX: 1, red.MIN: 2, red.AVG: AVG}
-        _TORCH_OPS.update({k: v for k, v in table.items() if v != AVG})
-        _RedOpType = type(red.SUM)
-
-        def convert(op):
-            for k, v in table.items():
-                if op == k:
-                    return v
-            return None
-
-        OP_CONVERTERS[_RedOpType] = convert
-        OP_CONVERTERS[red] = convert
-    except (ImportError, AttributeError):  # torch built without distributed
-        pass
-    _Tensor = torch.Tensor
-    _torch = torch
+R.watch(_refresh)
 
 
 class Comm:
@@ -108,7 +86,7 @@ class Comm:
         self._owner = Owner(handle, keepalive)
         self._handle = handle
         self._buffers = weakref.WeakSet()
-        _bind()
+        R.bind()
         r, n = ctypes.c_int(), ctypes.c_int()
         lib = L.lib()
         check(lib.symmarCommRank(handle, ctypes.byref(r)), handle)

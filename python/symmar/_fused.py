@@ -7,9 +7,9 @@ import numbers
 import sys
 
 from . import _buffers
-from . import _core as C
 from . import _general
 from . import _lib as L
+from . import _runtime as R
 from ._args import ALGOS, int_arg, name_arg
 from ._general import dtype_label
 
@@ -104,8 +104,8 @@ def all_reduce_add_rms_norm(self, x, gamma, eps=1e-6, residual=None, residual_ou
             raise ValueError("fp8_scale must be finite and > 0, got %r" % fp8_scale)
     if stream is not None:
         stream = int_arg(stream, "stream", 0)
-    if C._torch is None and "torch" in sys.modules:
-        C.enable_torch(sys.modules["torch"])
+    if R._torch is None and "torch" in sys.modules:
+        R.enable_torch(sys.modules["torch"])
 
     xb = _buffers.resolve(x, dtype, "x", stream)
     _general.check_device(self, xb, "x")
@@ -157,8 +157,8 @@ def all_reduce_add_rms_norm(self, x, gamma, eps=1e-6, residual=None, residual_ou
         if not qb.writable:
             raise ValueError("fp8_out is read-only")
 
-    if stream is None and xb.device >= 0 and C._torch is not None and isinstance(x, C._Tensor):
-        stream = C._raw_stream(xb.device)
+    if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
+        stream = R._raw_stream(xb.device)
     args = L.AddRmsNormArgs(xb.ptr, rb.ptr if rb else None, rob.ptr, nob.ptr, gb.ptr, qb.ptr if qb else None,
                             fp8_scale or 0.0, eps, tokens, hidden, xb.code)
     handle = self._live()

@@ -4,8 +4,8 @@ was on every rank that refused it."""
 import sys
 
 from . import _buffers
-from . import _core as C
 from . import _lib as L
+from . import _runtime as R
 from ._args import ALGOS, AVG, DTYPE_NAMES, int_arg, name_arg, op_arg
 
 
@@ -19,8 +19,8 @@ def all_reduce(self, x, out, op, algo, dtype, stream):
     algov = name_arg(algo, ALGOS, "algo")
     if stream is not None:
         stream = int_arg(stream, "stream", 0)
-    if C._torch is None and "torch" in sys.modules:
-        C.enable_torch(sys.modules["torch"])
+    if R._torch is None and "torch" in sys.modules:
+        R.enable_torch(sys.modules["torch"])
     xb = _buffers.resolve(x, dtype, "x", stream)
     check_device(self, xb, "x")
     if out is None:
@@ -39,12 +39,12 @@ def all_reduce(self, x, out, op, algo, dtype, stream):
         raise ValueError("out is read-only")
     if opv == AVG:
         _buffers.check_avg(ob)
-    if stream is None and xb.device >= 0 and C._torch is not None and isinstance(x, C._Tensor):
-        stream = C._raw_stream(xb.device)
+    if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
+        stream = R._raw_stream(xb.device)
     handle = self._live()
     lib_op = 0 if opv == AVG else opv
     if algov == 0:
-        res = C._AR(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, handle, stream or None)
+        res = R._AR(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, handle, stream or None)
     else:
         res = L.lib().symmarAllReduceAlgo(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, algov, handle, stream or None)
     if res:

@@ -19,10 +19,11 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from . import _core
 from . import _lib as L
+from . import _runtime
 from ._args import config, effective_timeout_ms
 from ._gather import CallbackAllGather
 
-_core.enable_torch(torch)
+_runtime.enable_torch(torch)
 
 # Collectives that gave up on their deadline are still owned by the process group's worker
 # thread: their tensors must stay valid until it lets go (for the process's life, at worst).
