@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "api/guard.h"
-#include "gpu/cuda_backend.h"
+#include "gpu/gpu_entry.h"
 #include "core/names.h"
 #include "plan/planner.h"
 

@@ -13,7 +13,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/names.h"
-#include "gpu/cuda_backend.h"
+#include "gpu/gpu_entry.h"
 #include "host/host_backend.h"
 #include "plan/planner.h"
 

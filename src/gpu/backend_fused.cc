@@ -1,7 +1,7 @@
 // The CUDA backend's fused allreduce + residual add + RMSNorm: the kernels of cuda/add_rms_norm.cu
 // on the comm's heap (device memory, or host memory without peer access).
 #include "core/error.h"
-#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_backend.h"
 #include "gpu/cuda_check.h"
 #include "plan/planner.h"
 

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_backend.h"
 #include "gpu/cuda_check.h"
 
 namespace symmar {

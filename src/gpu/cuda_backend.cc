@@ -1,4 +1,4 @@
-#include "gpu/cuda_backend.h"
+#include "gpu/gpu_entry.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/names.h"
-#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_backend.h"
 #include "gpu/cuda_check.h"
 #include "gpu/driver.h"
 #include "gpu/hier_backend.h"

@@ -1,23 +1,123 @@
-// Entry points of the CUDA backend used by comm creation. Built from src/gpu/ and cuda/ when
-// SYMMAR_WITH_CUDA is on; otherwise a stub reports that the build has no GPU support.
+// The CUDA backend class: symmetric heap, kernels for the symmetric algorithms and the fused call,
+// NCCL for the rest. Comm creation reaches it through gpu_entry.h only.
 #pragma once
-#include <memory>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/backend.h"
+#include "core/symmetric_arena.h"
+#include "cuda/kernel_args.h"
+#include "gpu/nccl_fallback.h"
+#include "gpu/kernel_launch.h"
+#include "gpu/host_staged_heap.h"
+#include "gpu/peer_probe.h"
+#include "gpu/sym_heap.h"
+#include "gpu/topology.h"
 
 namespace symmar {
+namespace gpu {
 
-/// True when a CUDA driver and at least one device are usable; *device = the current device.
-/// Never fails loudly: a machine without libcuda.so.1 simply returns false.
-bool cudaUsable(int* device);
+/// Makes the comm's device current for the scope and restores the caller's afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) cudaSetDevice(device);
+    switched_ = prev_ != device && prev_ >= 0;
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
 
-/// Collective: creates the CUDA backend for ctx.settings.device and reports the topology (cc,
-/// link, world, multicast) and the agreed staging size in facts. Without a driver:
-/// symmarCudaError with a message.
-symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts, std::unique_ptr<Backend>* out);
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+};
 
-/// Opens (start) or closes a group of NCCL calls issued by this thread, when NCCL is loaded in the
-/// process; *called says whether an NCCL group call was made (it must be matched).
-symmarResult_t ncclGroupCall(bool start, bool* called);
+class CudaBackend : public Backend {
+ public:
+  /// host_stage: this backend serves the ranks of one host inside a hierarchical comm, whose own
+  /// NCCL communicator serves the nccl algorithm; it then makes none of its own.
+  explicit CudaBackend(const BackendContext& ctx, bool host_stage = false)
+      : ctx_(ctx), host_stage_(host_stage), arena_(0) {}
+  ~CudaBackend() override;
 
+  /// Collective: probes, builds the heap and the device state; reports the topology and staging.
+  symmarResult_t init(BackendFacts* facts);
+
+  symmarResult_t allReduce(const AllReduceCall& call) override;
+  symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
+  symmarResult_t memAlloc(size_t bytes, void** ptr) override;
+  symmarResult_t memFree(void* ptr) override;
+  symmarResult_t asyncError() override;
+  void noteCommFailed() override { comm_failed_ = true; }
+  uint32_t fallbacks() const override { return nccl_ok_ ? (1u << symmarAlgoNccl) : 0u; }
+  symmarResult_t adoptNccl(void* nccl_comm) override { return nccl_.adopt(nccl_comm); }
+
+ private:
+  symmarResult_t resolveSettings();
+  symmarResult_t initBlocks();
+  symmarResult_t initDeviceState();
+  // Start-up probes (startup_probes.cc), collective; a failure turns the symmetric kernels off.
+  /// The probes planStartupProbes asks for, in its order; a broken link moves the staging to host
+  /// memory on every rank.
+  symmarResult_t runStartupProbes(P2pMode p2p);
+  /// The kernels of ranks sharing a GPU must run concurrently.
+  symmarResult_t probeCoScheduling();
+  /// SYMMAR_P2P as every rank will apply it: the most careful mode any rank asks for.
+  symmarResult_t agreeP2pMode(P2pMode* mode);
+  /// Peer access over PCIe must deliver what it claims; *broken: some pair did not (every rank).
+  symmarResult_t probePeerAccess(bool* broken);
+  /// Per rank: whether it runs on this rank's GPU.
+  std::vector<bool> onMyGpu() const;
+  /// Runs one probe kernel on a stream of its own and waits; out gets its kProbeResultWords words.
+  cudaError_t runProbe(const void* kernel, ProbeArgs args, long long* out);
+  /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
+  void disableSymmetricKernels();
+  /// Adds one finding to checks_ (what symmarCommDescribe reports).
+  void noteCheck(const std::string& what) { checks_ += (checks_.empty() ? "" : ", ") + what; }
+  // The shared heap (backend_heap.cc).
+  /// Collective: the device heap (peer access) or the host-staged heap, and bases_ from it.
+  symmarResult_t buildHeap();
+  /// From now on the kernels stage through pinned host memory (link pcie-nop2p, no user heap).
+  void useHostStaging();
+  /// Every flag of this rank's pad at the start epoch and its lamport buffers empty (before any
+  /// kernel of any rank runs).
+  symmarResult_t initPad();
+  /// What every launch of this comm shares (kernel_launch.h builds the call's KernelArgs from it).
+  LaunchContext launchContext() const;
+  /// Launches kernel (programmatic dependent launch where enabled).
+  symmarResult_t launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream);
+
+  BackendContext ctx_;
+  const bool host_stage_;
+  int device_ = -1;
+  int timeout_ms_ = 0;
+  uint32_t epoch_start_ = 0;
+  int nblocks_ = 1;
+  long long timeout_ns_ = 0;
+  Topology topo_;
+  HeapLayout layout_;
+  SymmetricHeap heap_;
+  HostStagedHeap host_heap_;
+  bool have_heap_ = false;
+  std::vector<char*> bases_;  ///< every rank's allocation as mapped here (when have_heap_)
+  SymmetricArena arena_;
+  std::set<void*> plain_allocs_;  ///< symmarMemAlloc without a heap (ranks on several hosts)
+  DeviceState* state_ = nullptr;
+  int* status_host_ = nullptr;    ///< mapped pinned memory the kernels report timeouts into
+  int* status_dev_ = nullptr;
+  NcclFallback nccl_;
+  bool nccl_ok_ = false;
+  std::atomic<bool> comm_failed_{false};  ///< a call failed the comm (a timeout or lost peer, noteCommFailed)
+  bool pdl_ = false;  ///< launch with programmatic dependent launch (SYMMAR_PDL, sm_90+)
+  std::string checks_;  ///< what the start-up checks found or turned off (BackendFacts::checks)
+};
+
+}  // namespace gpu
 }  // namespace symmar

@@ -1,6 +1,6 @@
 // Used when the library is built without the CUDA backend.
 #include "core/error.h"
-#include "gpu/cuda_backend.h"
+#include "gpu/gpu_entry.h"
 
 namespace symmar {
 

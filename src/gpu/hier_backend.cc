@@ -6,7 +6,7 @@
 #include "bootstrap/host_layout.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_backend.h"
 
 namespace symmar {
 namespace gpu {

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/cuda_check.h"
-#include "gpu/cuda_backend_impl.h"
+#include "gpu/cuda_backend.h"
 #include "gpu/peer_probe.h"
 #include "gpu/startup_policy.h"
 

@@ -14,7 +14,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/schedule.h"
-#include "gpu/cuda_backend.h"
+#include "gpu/gpu_entry.h"
 #include "gpu/hier_backend.h"
 #include "gpu/kernel_launch.h"
 #include "gpu/nvml.h"
