@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "api/checks.h"
 #include "api/guard.h"
 #include "gpu/gpu_entry.h"
 #include "core/names.h"
@@ -11,31 +12,6 @@
 using namespace symmar;
 
 namespace {
-
-// Takes the raw ints of the caller's enums (see rawEnum).
-symmarResult_t checkRequest(size_t count, int dtype, int op, const char* fn) {
-  if (!validDtype(dtype)) return fail(symmarInvalidArgument, "%s: invalid dtype %d", fn, dtype);
-  if (!validOp(op)) return fail(symmarInvalidArgument, "%s: invalid op %d", fn, op);
-  const auto dt = static_cast<symmarDataType_t>(dtype);
-  if (count > SIZE_MAX / symmarTypeSize(dt)) {
-    return fail(symmarInvalidArgument, "%s: count %zu of %s overflows the byte size", fn, count, dtypeName(dt));
-  }
-  return symmarSuccess;
-}
-
-symmarResult_t checkBuffers(const void* send, void* recv, size_t count, symmarDataType_t dtype, const char* fn) {
-  if (!send || !recv) return fail(symmarInvalidArgument, "%s: sendbuf and recvbuf must not be NULL", fn);
-  const size_t elem = symmarTypeSize(dtype);
-  uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-  if (s % elem || r % elem) {
-    return fail(symmarInvalidArgument, "%s: buffers must be aligned to the %zu-byte element size", fn, elem);
-  }
-  const size_t bytes = count * elem;
-  if (s != r && s < r + bytes && r < s + bytes) {
-    return fail(symmarInvalidArgument, "%s: sendbuf and recvbuf overlap without being equal (in place needs equal)", fn);
-  }
-  return symmarSuccess;
-}
 
 symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op) {
   return planRequest(*comm->row, comm->topo, comm->fallbacks(), count, dtype, op);

@@ -1,7 +1,8 @@
 // Entry points that need no comm: names, version, the pure planner.
-#include "api/guard.h"
 #include <cstdint>
 
+#include "api/checks.h"
+#include "api/guard.h"
 #include "core/names.h"
 #include "plan/planner.h"
 
@@ -57,8 +58,7 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
                           symmarAlgo_t* algo) {
   return guarded(nullptr, [&] {
     if (!topo || !algo) return fail(symmarInvalidArgument, "symmarPlan: topo and algo must not be NULL");
-    if (!validDtype(rawEnum(dtype))) return fail(symmarInvalidArgument, "symmarPlan: invalid dtype %d", rawEnum(dtype));
-    if (!validOp(rawEnum(op))) return fail(symmarInvalidArgument, "symmarPlan: invalid op %d", rawEnum(op));
+    SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarPlan"));
     if (topo->world_size < 1) return fail(symmarInvalidArgument, "symmarPlan: world_size %d < 1", topo->world_size);
     if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) > symmarLinkPcieNoP2P) {
       return fail(symmarInvalidArgument, "symmarPlan: invalid link %d", rawEnum(topo->link));
@@ -66,10 +66,6 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
     if (topo->cc_major < 0 || topo->cc_minor < 0 || topo->cc_minor > 9) {
       return fail(symmarInvalidArgument, "symmarPlan: invalid compute capability %d.%d", topo->cc_major,
                   topo->cc_minor);
-    }
-    if (count > SIZE_MAX / symmarTypeSize(dtype)) {
-      return fail(symmarInvalidArgument, "symmarPlan: count %zu of %s overflows the byte size", count,
-                  dtypeName(dtype));
     }
     const Tables* tables = nullptr;
     SYMMAR_CHECK(processTables(&tables));

@@ -18,7 +18,7 @@ struct symmarComm {
   std::atomic<int> users{0};  // entry points running on this comm (destroy refuses while > 0)
   int rank = 0;
   int nranks = 0;
-  SymmarSettings settings;
+  symmar::SymmarSettings settings;
   symmarTopology_t topo{};
   symmar::HostPlacement placement;  ///< hosts and this rank's place among its host's ranks
   std::string inter_host;           ///< the engine between hosts once set ("" before, or on one host)

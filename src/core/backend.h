@@ -12,8 +12,10 @@
 #include "core/call.h"
 #include "symmar/symmar.h"
 
+namespace symmar {
+
 /// Effective settings of a comm: config merged with the environment and defaults, resolved once
-/// (api_comm.cc). The sizes and the start epoch are agreed across ranks before a backend sees them.
+/// (comm_init.cc). The sizes and the start epoch are agreed across ranks before a backend sees them.
 struct SymmarSettings {
   int device = SYMMAR_DEVICE_AUTO;
   size_t staging_bytes = 0;     ///< agreed: the smallest any rank asked for
@@ -23,8 +25,6 @@ struct SymmarSettings {
   size_t host_chunk_bytes = 0;  ///< agreed: host backend's largest chunk per barrier step
   uint32_t epoch_start = 0;     ///< agreed: rank 0's first barrier epoch
 };
-
-namespace symmar {
 
 /// What a backend is built from.
 struct BackendContext {
