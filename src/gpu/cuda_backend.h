@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/names.h"
 #include "core/symmetric_arena.h"
 #include "cuda/kernel_args.h"
 #include "gpu/nccl_fallback.h"
@@ -56,7 +57,7 @@ class CudaBackend : public Backend {
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t asyncError() override;
   void noteCommFailed() override { comm_failed_ = true; }
-  uint32_t fallbacks() const override { return nccl_ok_ ? (1u << symmarAlgoNccl) : 0u; }
+  uint32_t fallbacks() const override { return nccl_ok_ ? algoBit(symmarAlgoNccl) : 0u; }
   symmarResult_t adoptNccl(void* nccl_comm) override { return nccl_.adopt(nccl_comm); }
 
  private:

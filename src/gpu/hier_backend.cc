@@ -5,6 +5,7 @@
 
 #include "bootstrap/host_layout.h"
 #include "core/error.h"
+#include "core/names.h"
 #include "core/log.h"
 #include "gpu/cuda_backend.h"
 
@@ -61,7 +62,7 @@ class HierarchicalCudaBackend : public Backend {
     comm_nccl_.markFailed();
     inter_nccl_.markFailed();
   }
-  uint32_t fallbacks() const override { return 1u << symmarAlgoNccl; }
+  uint32_t fallbacks() const override { return algoBit(symmarAlgoNccl); }
   /// The engine's communicator spans the whole comm: it serves the nccl algorithm. The inter-host
   /// communicator split at creation stays.
   symmarResult_t adoptNccl(void* nccl_comm) override { return comm_nccl_.adopt(nccl_comm); }
