@@ -5,8 +5,8 @@
 
 #include "bootstrap/host_layout.h"
 #include "core/error.h"
-#include "core/names.h"
 #include "core/log.h"
+#include "core/names.h"
 #include "gpu/cuda_backend.h"
 
 namespace symmar {
