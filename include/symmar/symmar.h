@@ -4,6 +4,10 @@
  *
  * Every function returns a ::symmarResult_t (unless stated), never throws, never exits and never
  * prints except through the logger (SYMMAR_DEBUG). Names and signatures are stable.
+ *
+ * Sections: errors and version; element types, operators, algorithms and links; creating and
+ * destroying a comm; queries; symmetric memory; collectives; the fused allreduce + add + RMSNorm;
+ * fallbacks and engines; groups.
  */
 #ifndef SYMMAR_SYMMAR_H_
 #define SYMMAR_SYMMAR_H_
@@ -13,6 +17,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- Errors and version ---- */
 
 #define SYMMAR_MAJOR 0
 #define SYMMAR_MINOR 1
@@ -36,6 +42,26 @@ typedef enum {
   symmarNumResults
 } symmarResult_t;
 
+/** Opaque communicator handle. */
+typedef struct symmarComm* symmarComm_t;
+
+/** Static name of a result code ("symmarTimeout", ...); "unknown result" for out-of-range codes. */
+const char* symmarGetErrorString(symmarResult_t result);
+/** Detail of this comm's last failure ("" if none). NULL comm: the calling thread's last failure. */
+const char* symmarGetLastError(symmarComm_t comm);
+/**
+ * Records text as the calling thread's last error and returns code. For code that runs inside a
+ * symmar call on the library's behalf (a fallback allreduce, an engine allgather, libsymmar_mpi):
+ * the text then reaches symmarGetLastError of the comm (or of NULL) like the library's own.
+ */
+symmarResult_t symmarReportError(symmarResult_t code, const char* text);
+/** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none. */
+symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error);
+/** Writes SYMMAR_VERSION_CODE of the loaded library. */
+symmarResult_t symmarGetVersion(int* version);
+
+/* ---- Element types, operators, algorithms and links ---- */
+
 /** Element types. fp16 and bf16 are reduced with fp32 accumulation. */
 typedef enum {
   symmarFloat32 = 0,
@@ -57,14 +83,18 @@ typedef enum {
   symmarAlgoMultimem = 3, /**< NVLink SHARP: multimem.ld_reduce + multimem.st (NVSwitch, SM90+) */
   symmarAlgoNccl = 4,     /**< ncclAllReduce (GPU fallback) */
   symmarAlgoMpi = 5,      /**< MPI_Allreduce (host fallback, needs libsymmar_mpi) */
-  /** Barrier-free one-shot for the smallest messages (at most 256 KiB): each rank pushes its input
-      into every peer's buffer and readers wait on the data itself, -0.0 in every 16-bit half
-      meaning "not written yet". f16/bf16 inputs' -0.0 is sent as +0.0 and the one f32 value with
-      that bit pattern (the denormal -4.6e-41) as -0.0, so a result can differ from one-shot only in
-      the sign of a zero sum or by that denormal. */
-  symmarAlgoLamport = 6,  /* serves at most SYMMAR_LAMPORT_MAX_BYTES per rank */
+  /** One-shot with the LL protocol (data carries its own arrival flag), for the smallest messages
+      (at most SYMMAR_LAMPORT_MAX_BYTES): each rank pushes its input into every peer's buffer and
+      readers wait on the data itself, with no barrier, -0.0 in every 16-bit half meaning "not
+      written yet". f16/bf16 inputs' -0.0 is sent as +0.0 and the one f32 value with that bit
+      pattern (the denormal -4.6e-41) as -0.0, so a result can differ from one-shot only in the
+      sign of a zero sum or by that denormal. */
+  symmarAlgoLamport = 6,
   symmarNumAlgos
 } symmarAlgo_t;
+
+/** Largest message (bytes per rank) symmarAlgoLamport serves: the size of its buffers. */
+#define SYMMAR_LAMPORT_MAX_BYTES (256u * 1024u)
 
 /** How the ranks' memories are connected. */
 typedef enum {
@@ -75,11 +105,11 @@ typedef enum {
   symmarLinkHostMemory = 4,    /**< the host backend: CPU ranks sharing memory */
   /** GPUs on one host without working peer access (unsupported, broken per the probe, or
       SYMMAR_P2P=off): the kernels stage through pinned host memory shared by the ranks. */
-  symmarLinkPcieNoP2P = 5
+  symmarLinkPcieNoP2P = 5,
+  symmarNumLinks               /**< the number of links, not a link: new links go before it */
 } symmarLink_t;
 
-/** Largest message (bytes per rank) symmarAlgoLamport serves: the size of its buffers. */
-#define SYMMAR_LAMPORT_MAX_BYTES (256u * 1024u)
+/* ---- Creating and destroying a comm ---- */
 
 #define SYMMAR_DEVICE_CPU (-1)  /**< host backend: buffers are host memory, stream must be NULL */
 #define SYMMAR_DEVICE_AUTO (-2) /**< the current CUDA device if there is one, else the host backend */
@@ -89,9 +119,6 @@ typedef enum {
 typedef struct {
   char internal[SYMMAR_UNIQUE_ID_BYTES];
 } symmarUniqueId;
-
-/** Opaque communicator handle. */
-typedef struct symmarComm* symmarComm_t;
 
 /** Communicator configuration; start from SYMMAR_CONFIG_INIT. */
 typedef struct {
@@ -105,29 +132,6 @@ typedef struct {
 /** A valid config with every field at its default: `symmarConfig_t cfg = SYMMAR_CONFIG_INIT;` */
 #define SYMMAR_CONFIG_INIT \
   { sizeof(symmarConfig_t), SYMMAR_DEVICE_AUTO, 0, 0, NULL }
-
-/** Describes a machine without touching it: used by the planner, the tuner, tools and tests. */
-typedef struct {
-  int cc_major, cc_minor; /**< compute capability; 0,0 for the host backend */
-  symmarLink_t link;
-  int world_size;
-  int multicast; /**< 1 if every rank can join a multicast object */
-} symmarTopology_t;
-
-/** Static name of a result code ("symmarTimeout", ...); "unknown result" for out-of-range codes. */
-const char* symmarGetErrorString(symmarResult_t result);
-/** Detail of this comm's last failure ("" if none). NULL comm: the calling thread's last failure. */
-const char* symmarGetLastError(symmarComm_t comm);
-/**
- * Records text as the calling thread's last error and returns code. For code that runs inside a
- * symmar call on the library's behalf (a fallback allreduce, an engine allgather, libsymmar_mpi):
- * the text then reaches symmarGetLastError of the comm (or of NULL) like the library's own.
- */
-symmarResult_t symmarReportError(symmarResult_t code, const char* text);
-/** Writes SYMMAR_VERSION_CODE of the loaded library. */
-symmarResult_t symmarGetVersion(int* version);
-/** "auto","oneshot","twoshot","multimem","nccl","mpi","lamport"; "unknown" for out-of-range values. */
-const char* symmarAlgoName(symmarAlgo_t algo);
 
 /**
  * Creates a rendezvous id; call on one rank (normally rank 0's process) and share it. An id
@@ -164,37 +168,59 @@ symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* dev
  * Releases everything the comm holds; valid on a failed comm. Not collective. Must not race other
  * calls on the same comm: while another thread is inside a call it returns symmarInvalidUsage and
  * destroys nothing. Any call on a destroyed comm returns symmarInvalidUsage.
+ * Every wait of the library is bounded (config.timeout_ms), so a call whose peers are gone returns
+ * an error instead of hanging; after such a failure, destroying the comm is how to abandon it
+ * (there is no separate abort call).
  */
 symmarResult_t symmarCommDestroy(symmarComm_t comm);
-/** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none. */
-symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error);
+
+/* ---- Queries ---- */
+
+/** Rank and world size of a comm. */
+symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);
+symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks);
+
+/** Describes a machine without touching it: used by the planner, the tuner, tools and tests. */
+typedef struct {
+  int cc_major, cc_minor; /**< compute capability; 0,0 for the host backend */
+  symmarLink_t link;
+  int world_size;
+  int multicast; /**< 1 if every rank can join a multicast object */
+} symmarTopology_t;
+
 /** The comm's probed topology. */
 symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo);
-/** Uses the engine's ncclComm_t as the comm's fallback (not owned). */
-symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm);
 /**
- * Opens a group of calls that one thread issues for several comms, e.g. every rank of
- * symmarCommInitAll driven in turn from one thread. Calls that NCCL serves are then queued by NCCL
- * and issued together at symmarGroupEnd (NCCL needs this when one thread drives several GPUs: each
- * call could otherwise block until the other ranks arrive); symmetric kernels launch at once (a
- * launch never waits for peers). Groups nest and belong to the calling thread. Host-backend calls
- * complete on return, so one thread cannot drive several host-backend ranks, grouped or not.
+ * Where this rank sits: the comm's number of hosts (1 when every rank shares one), this rank's host
+ * (hosts numbered in the order of their lowest rank), its index among its host's ranks (in rank
+ * order) and the number of ranks on its host. Host identity comes from the bootstrap (hostname and
+ * boot id, or SYMMAR_HOST_ID). Any pointer may be NULL.
  */
-symmarResult_t symmarGroupStart(void);
-/** Closes the innermost group of this thread; symmarInvalidUsage without a matching start. */
-symmarResult_t symmarGroupEnd(void);
-
-/** Collective: allocates a symmetric buffer (same offset on every rank); inputs in it are zero-copy. */
-symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr);
-/** Collective: frees a buffer from symmarMemAlloc. */
-symmarResult_t symmarMemFree(symmarComm_t comm, void* ptr);
-
+symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, int* local_rank, int* local_size);
+/**
+ * One line describing the comm for logs and benchmark headers: backend, topology and the table row
+ * in use with its thresholds and source. Truncated to len bytes (always NUL-terminated).
+ */
+symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len);
+/** "auto","oneshot","twoshot","multimem","nccl","mpi","lamport"; "unknown" for out-of-range values. */
+const char* symmarAlgoName(symmarAlgo_t algo);
+/** Size in bytes of one element of dtype; 0 for an invalid dtype. */
+size_t symmarTypeSize(symmarDataType_t dtype);
 /** Pure planner: what symmarAlgoAuto would run for this request on this topology. */
 symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                           symmarAlgo_t* algo);
 /** What the comm would run (its real topology, its loaded tables, its available fallback). */
 symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                               symmarAlgo_t* algo);
+
+/* ---- Symmetric memory ---- */
+
+/** Collective: allocates a symmetric buffer (same offset on every rank); inputs in it are zero-copy. */
+symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr);
+/** Collective: frees a buffer from symmarMemAlloc. */
+symmarResult_t symmarMemFree(symmarComm_t comm, void* ptr);
+
+/* ---- Collectives ---- */
 
 /**
  * Allreduce of count elements. sendbuf == recvbuf is in place. count == 0 moves no data (the buffers
@@ -208,7 +234,7 @@ symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count,
 symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream);
 
-/* ---- Additions beyond the core contract ---- */
+/* ---- Fused allreduce + residual add + RMSNorm ---- */
 
 /**
  * Arguments of the fused allreduce + residual add + RMSNorm (+ FP8 output) that ends a decoder
@@ -251,6 +277,8 @@ symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, sym
 symmarResult_t symmarAllReduceAddRmsNormAlgo(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm_t comm,
                                              void* stream);
 
+/* ---- Fallbacks and engines ---- */
+
 /** A host fallback allreduce (what libsymmar_mpi installs for symmarAlgoMpi). Returns a result code. */
 typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* recvbuf, size_t count,
                                                     symmarDataType_t dtype, symmarRedOp_t op, void* user);
@@ -260,6 +288,8 @@ typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* r
  */
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void* user),
                                      void* user);
+/** Uses the engine's ncclComm_t as the comm's fallback (not owned). */
+symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm);
 /**
  * The inter-host stage of a comm whose ranks span several hosts: one exchange among the ranks that
  * share this rank's local index (symmarCommHostLayout), one per host. Sends sendbufs[h] (bytes
@@ -272,13 +302,6 @@ symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceF
 typedef symmarResult_t (*symmarInterHostExchangeFn)(const void* const* sendbufs, void* recvbuf, size_t bytes,
                                                     int timeout_ms, void* user);
 /**
- * Where this rank sits: the comm's number of hosts (1 when every rank shares one), this rank's host
- * (hosts numbered in the order of their lowest rank), its index among its host's ranks (in rank
- * order) and the number of ranks on its host. Host identity comes from the bootstrap (hostname and
- * boot id, or SYMMAR_HOST_ID). Any pointer may be NULL.
- */
-symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, int* local_rank, int* local_size);
-/**
  * Collective: installs the engine that carries the inter-host stage of a host-backend comm spanning
  * hosts with the same number of ranks on each; every rank must call it (with its own carrier over
  * its local index's ranks). With it the comm runs hierarchically: shared memory inside each host,
@@ -289,16 +312,20 @@ symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, in
  */
 symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchangeFn fn, void (*release)(void* user),
                                       void* user, const char* name);
-/** Rank and world size of a comm. */
-symmarResult_t symmarCommRank(symmarComm_t comm, int* rank);
-symmarResult_t symmarCommCount(symmarComm_t comm, int* nranks);
+
+/* ---- Groups ---- */
+
 /**
- * One line describing the comm for logs and benchmark headers: backend, topology and the table row
- * in use with its thresholds and source. Truncated to len bytes (always NUL-terminated).
+ * Opens a group of calls that one thread issues for several comms, e.g. every rank of
+ * symmarCommInitAll driven in turn from one thread. Calls that NCCL serves are then queued by NCCL
+ * and issued together at symmarGroupEnd (NCCL needs this when one thread drives several GPUs: each
+ * call could otherwise block until the other ranks arrive); symmetric kernels launch at once (a
+ * launch never waits for peers). Groups nest and belong to the calling thread. Host-backend calls
+ * complete on return, so one thread cannot drive several host-backend ranks, grouped or not.
  */
-symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len);
-/** Size in bytes of one element of dtype; 0 for an invalid dtype. */
-size_t symmarTypeSize(symmarDataType_t dtype);
+symmarResult_t symmarGroupStart(void);
+/** Closes the innermost group of this thread; symmarInvalidUsage without a matching start. */
+symmarResult_t symmarGroupEnd(void);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@ import ctypes
 
 from . import _lib as L
 from ._args import DTYPES, LINKS, dtype_name, int_arg, library_op, name_arg
-from ._errors import SymmarError, check
+from ._errors import TIMEOUT, SymmarError, check
 from ._gather import CallbackAllGather
 
 
@@ -75,7 +75,7 @@ def _raise_gather_failure(res, gather):
     except SymmarError as e:
         err = gather.error if gather is not None else None
         if isinstance(err, TimeoutError):
-            raise SymmarError(7, "bootstrap: %s" % err) from err
+            raise SymmarError(TIMEOUT, "bootstrap: %s" % err) from err
         if err is not None:
             raise e from err
         raise

@@ -24,7 +24,7 @@ _DTYPE_ALIASES = {
 }
 # "avg" is not a library op: the binding runs a sum and divides by nranks in the buffer's dtype.
 OPS = {"sum": 0, "max": 1, "min": 2, "avg": 3}
-AVG = 3
+AVG = OPS["avg"]
 ALGOS = {"auto": 0, "oneshot": 1, "twoshot": 2, "multimem": 3, "nccl": 4, "mpi": 5, "lamport": 6}
 LINKS = {"unknown": 0, "nvswitch": 1, "nvlink": 2, "pcie": 3, "host": 4, "pcie-nop2p": 5}
 LINK_NAMES = {v: k for k, v in LINKS.items()}

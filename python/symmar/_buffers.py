@@ -9,12 +9,18 @@ has its own fast path for plain NumPy arrays and torch tensors; this module is t
 import ctypes
 import sys
 
-from ._args import DTYPES, ITEMSIZE, dtype_name
+from ._args import DTYPE_NAMES, DTYPES, ITEMSIZE, dtype_name
 
 try:
     import numpy as _np
 except ImportError:  # pragma: no cover - numpy is a dependency
     _np = None
+
+_BF16 = DTYPES["bfloat16"]
+_INT32 = DTYPES["int32"]
+# Codes whose op "avg" cannot be divided in place on the host: NumPy has no bfloat16, and an int32
+# buffer cannot hold a mean.
+_NO_HOST_AVG = (_BF16, _INT32)
 
 HOST = -1
 CUDA_UNKNOWN = -3  # a CUDA buffer whose ordinal the interface does not say (__cuda_array_interface__)
@@ -242,8 +248,8 @@ def allocate_like(x, buf):
     if buf.device != HOST:
         raise ValueError("pass out= for a device buffer of type %s (symmar allocates only NumPy arrays and torch "
                          "tensors)" % type(x).__name__)
-    names = {0: "float32", 1: "float16", 2: "uint16", 3: "int32", 4: "float64"}
-    return _np.empty(buf.shape, names[buf.code])
+    # bfloat16 as its bit patterns: NumPy has no bfloat16
+    return _np.empty(buf.shape, "uint16" if buf.code == _BF16 else DTYPE_NAMES[buf.code])
 
 
 def divide(out, buf, n):
@@ -252,10 +258,10 @@ def divide(out, buf, n):
     if torch is not None and isinstance(out, torch.Tensor):
         out.div_(n)
         return
-    if buf.device != HOST or buf.code in (2, 3):
+    if buf.device != HOST or buf.code in _NO_HOST_AVG:
         raise ValueError("op 'avg' needs a float NumPy-readable host buffer or a torch tensor")
-    names = {0: "float32", 1: "float16", 4: "float64"}
-    view = _np.frombuffer((ctypes.c_char * (buf.count * ITEMSIZE[buf.code])).from_address(buf.ptr), names[buf.code])
+    view = _np.frombuffer((ctypes.c_char * (buf.count * ITEMSIZE[buf.code])).from_address(buf.ptr),
+                          DTYPE_NAMES[buf.code])
     _np.divide(view, view.dtype.type(n), out=view)
 
 
@@ -263,8 +269,8 @@ def check_avg(buf):
     """Refuses op 'avg' before any collective where the division could not be done afterwards."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(buf.keep, torch.Tensor):
-        if buf.code == 3:
+        if buf.code == _INT32:
             raise ValueError("op 'avg' needs a floating-point tensor")
         return
-    if buf.device != HOST or buf.code in (2, 3):
+    if buf.device != HOST or buf.code in _NO_HOST_AVG:
         raise ValueError("op 'avg' needs a float32/float16/float64 host buffer or a torch tensor")

@@ -13,7 +13,7 @@ from . import _general
 from . import _lib as L
 from . import _runtime as R
 from ._api import _AllGather, _algo_name, _raise_gather_failure
-from ._args import ALGOS, DTYPES, LINK_NAMES, config, dtype_name, int_arg, library_op, name_arg
+from ._args import ALGOS, AVG, DTYPES, LINK_NAMES, OPS, config, dtype_name, int_arg, library_op, name_arg
 from ._errors import check, closed_error, result_name
 from ._symmetric import Owner, SymmetricBuffer
 
@@ -28,7 +28,8 @@ _from_buffer = ctypes.c_char.from_buffer  # needs a writable, C-contiguous buffe
 _ndarray = _np.ndarray if _np is not None else None
 _np_empty = _np.empty if _np is not None else None
 _NP_CODES = {_np.dtype(n): DTYPES[n] for n in ("float32", "float16", "int32", "float64")} if _np is not None else {}
-_STR_OPS = {"sum": 0, "max": 1, "min": 2}
+# The library's own ops: "avg" is not one, so it misses here and takes the general path.
+_STR_OPS = {name: value for name, value in OPS.items() if value != AVG}
 # The bound library function and the torch tables live in _runtime (shared with the general and
 # fused paths); the fast path reads them as globals of this module, refreshed by _runtime.watch.
 _TORCH_CODES = R._TORCH_CODES

@@ -14,9 +14,10 @@ RESULT_NAMES = (
     "symmarOutOfMemory",
     "symmarInternalError",
 )
-INVALID_ARGUMENT = 1
-INVALID_USAGE = 2
-TIMEOUT = 7
+# The codes the binding raises itself, by name: their values are their places in RESULT_NAMES.
+INVALID_ARGUMENT = RESULT_NAMES.index("symmarInvalidArgument")
+INVALID_USAGE = RESULT_NAMES.index("symmarInvalidUsage")
+TIMEOUT = RESULT_NAMES.index("symmarTimeout")
 
 
 class SymmarError(RuntimeError):

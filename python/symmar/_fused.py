@@ -10,7 +10,7 @@ from . import _buffers
 from . import _general
 from . import _lib as L
 from . import _runtime as R
-from ._args import ALGOS, int_arg, name_arg
+from ._args import ALGOS, DTYPES, int_arg, name_arg
 from ._general import dtype_label
 
 try:
@@ -18,8 +18,8 @@ try:
 except ImportError:  # pragma: no cover - numpy is a dependency
     _np = None
 
-FUSED_DTYPES = (0, 1, 2)  # float32, float16, bfloat16
-FUSED_ALGOS = {"auto": 0, "oneshot": 1, "twoshot": 2}
+FUSED_DTYPES = tuple(DTYPES[n] for n in ("float32", "float16", "bfloat16"))
+FUSED_ALGOS = {n: ALGOS[n] for n in ("auto", "oneshot", "twoshot")}
 _TORCH_BYTE_NAMES = ("uint8", "float8_e4m3fn")
 
 
@@ -163,7 +163,7 @@ def all_reduce_add_rms_norm(self, x, gamma, eps=1e-6, residual=None, residual_ou
                             fp8_scale or 0.0, eps, tokens, hidden, xb.code)
     handle = self._live()
     lib = L.lib()
-    if algov == 0:
+    if algov == ALGOS["auto"]:
         res = lib.symmarAllReduceAddRmsNorm(ctypes.byref(args), handle, stream or None)
     else:
         res = lib.symmarAllReduceAddRmsNormAlgo(ctypes.byref(args), algov, handle, stream or None)

@@ -6,7 +6,7 @@ import sys
 from . import _buffers
 from . import _lib as L
 from . import _runtime as R
-from ._args import ALGOS, AVG, DTYPE_NAMES, int_arg, name_arg, op_arg
+from ._args import ALGOS, AVG, DTYPE_NAMES, OPS, int_arg, name_arg, op_arg
 
 
 def dtype_label(code):
@@ -42,8 +42,8 @@ def all_reduce(self, x, out, op, algo, dtype, stream):
     if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
         stream = R._raw_stream(xb.device)
     handle = self._live()
-    lib_op = 0 if opv == AVG else opv
-    if algov == 0:
+    lib_op = OPS["sum"] if opv == AVG else opv
+    if algov == ALGOS["auto"]:
         res = R._AR(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, handle, stream or None)
     else:
         res = L.lib().symmarAllReduceAlgo(xb.ptr, ob.ptr, xb.count, xb.code, lib_op, algov, handle, stream or None)

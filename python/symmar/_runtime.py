@@ -6,7 +6,7 @@ Comm.all_reduce's fast path reads this state as globals of _core, not as attribu
 module: _core registers with watch() and copies the state whenever it is filled.
 """
 from . import _lib as L
-from ._args import AVG, OP_CONVERTERS
+from ._args import AVG, DTYPES, OP_CONVERTERS, OPS
 
 _AR = None  # symmarAllReduce, bound once the library is loaded
 _torch = None  # set by enable_torch() once torch is in use
@@ -43,14 +43,15 @@ def enable_torch(torch):
     global _torch, _Tensor, _RedOpType, _raw_stream
     if _torch is not None:
         return
-    _TORCH_CODES.update({torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.float64: 4})
+    # Every DTYPES name is also the name of a torch dtype (torch.float32, ..., torch.bfloat16).
+    _TORCH_CODES.update({getattr(torch, name): code for name, code in DTYPES.items()})
     get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # skips building a Stream object
     _raw_stream = get_raw if get_raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)
     try:
         import torch.distributed as dist
         red = dist.ReduceOp
         # ReduceOp.SUM etc. are RedOpType members; a ReduceOp instance compares equal to them.
-        table = {red.SUM: 0, red.MAX: 1, red.MIN: 2, red.AVG: AVG}
+        table = {red.SUM: OPS["sum"], red.MAX: OPS["max"], red.MIN: OPS["min"], red.AVG: AVG}
         _TORCH_OPS.update({k: v for k, v in table.items() if v != AVG})
         _RedOpType = type(red.SUM)
 

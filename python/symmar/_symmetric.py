@@ -80,7 +80,7 @@ class SymmetricBuffer:
         if not self.host:
             raise ValueError("a GPU comm's symmetric memory is device memory: use .torch()")
         code = DTYPES[dtype_name(dtype)]
-        np_dtype = np.dtype("uint16" if code == 2 else DTYPE_NAMES[code])
+        np_dtype = np.dtype("uint16" if code == DTYPES["bfloat16"] else DTYPE_NAMES[code])
         shape = self._count(dtype, shape, ITEMSIZE[code])
         n = 1
         for d in shape:

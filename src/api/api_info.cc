@@ -60,7 +60,7 @@ symmarResult_t symmarPlan(const symmarTopology_t* topo, size_t count, symmarData
     if (!topo || !algo) return fail(symmarInvalidArgument, "symmarPlan: topo and algo must not be NULL");
     SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarPlan"));
     if (topo->world_size < 1) return fail(symmarInvalidArgument, "symmarPlan: world_size %d < 1", topo->world_size);
-    if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) > symmarLinkPcieNoP2P) {
+    if (rawEnum(topo->link) < symmarLinkUnknown || rawEnum(topo->link) >= symmarNumLinks) {
       return fail(symmarInvalidArgument, "symmarPlan: invalid link %d", rawEnum(topo->link));
     }
     if (topo->cc_major < 0 || topo->cc_minor < 0 || topo->cc_minor > 9) {

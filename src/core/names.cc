@@ -13,7 +13,7 @@ const char* const kDtypeNames[] = {"float32", "float16", "bfloat16", "int32", "f
 const char* const kOpNames[] = {"sum", "max", "min"};
 // A value added to an enum in symmar.h needs its name here, or lookups would read past the end.
 static_assert(sizeof(kAlgoNames) / sizeof(kAlgoNames[0]) == symmarNumAlgos, "an algorithm lacks a name");
-static_assert(sizeof(kLinkNames) / sizeof(kLinkNames[0]) == symmarLinkPcieNoP2P + 1, "a link lacks a name");
+static_assert(sizeof(kLinkNames) / sizeof(kLinkNames[0]) == symmarNumLinks, "a link lacks a name");
 static_assert(sizeof(kDtypeNames) / sizeof(kDtypeNames[0]) == symmarNumTypes, "a dtype lacks a name");
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == symmarNumOps, "an op lacks a name");
 /// Parses name (any case) as the enum value of its index in names[first..N); false, with *out
@@ -46,7 +46,7 @@ bool parseLinkName(const char* name, symmarLink_t* link) { return parseName(kLin
 
 const char* linkName(symmarLink_t link) {
   int i = static_cast<int>(link);
-  return (i >= 0 && i <= symmarLinkPcieNoP2P) ? kLinkNames[i] : "unknown";
+  return (i >= 0 && i < symmarNumLinks) ? kLinkNames[i] : "unknown";
 }
 const char* dtypeName(symmarDataType_t dtype) { return validDtype(dtype) ? kDtypeNames[dtype] : "unknown"; }
 const char* opName(symmarRedOp_t op) { return validOp(op) ? kOpNames[op] : "unknown"; }

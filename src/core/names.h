@@ -13,8 +13,9 @@ namespace symmar {
 const char* algoName(int algo);
 /// Parses an algorithm name of algoName (case-insensitive). False if unknown.
 bool parseAlgoName(const char* name, symmarAlgo_t* algo);
-/// Parses "nvswitch", "nvlink", "pcie", "host". False if unknown.
+/// Parses a link name of linkName other than "unknown" (case-insensitive). False if unknown.
 bool parseLinkName(const char* name, symmarLink_t* link);
+/// "unknown", "nvswitch", "nvlink", "pcie", "host", "pcie-nop2p"; "unknown" outside the enum.
 const char* linkName(symmarLink_t link);
 /// "float32", "float16", "bfloat16", "int32", "float64"; "unknown" outside the enum.
 const char* dtypeName(symmarDataType_t dtype);

@@ -91,7 +91,7 @@ TEST(AlgorithmRecords, ThePythonBindingsEnumsMatchTheLibrarys) {
         "\"" + std::string(dtypeName(static_cast<symmarDataType_t>(d))) + "\": " + std::to_string(d);
     EXPECT_NE(python.find(entry), std::string::npos) << entry;
   }
-  for (int l = 0; l <= symmarLinkPcieNoP2P; ++l) {
+  for (int l = 0; l < symmarNumLinks; ++l) {
     const std::string entry = "\"" + std::string(linkName(static_cast<symmarLink_t>(l))) + "\": " + std::to_string(l);
     EXPECT_NE(python.find(entry), std::string::npos) << entry;
   }
