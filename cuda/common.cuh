@@ -71,11 +71,11 @@ __device__ __forceinline__ void markAbort(BlockShared* sh) { atomicExch(&sh->abo
 /// forbids (no spills, no stack frame).
 __device__ __forceinline__ void reportFailure(const KernelArgs& a, int peer, int code, int reason) {
   if (atomicCAS(&a.state->reported, 0u, 1u) == 0u) {
-    ptx::st_status(a.status + 1, peer);
-    ptx::st_status(a.status + 2, static_cast<int>(blockIdx.x));
-    ptx::st_status(a.status + 3, reason);
+    ptx::st_status(a.status + kStatusPeer, peer);
+    ptx::st_status(a.status + kStatusBlock, static_cast<int>(blockIdx.x));
+    ptx::st_status(a.status + kStatusReason, reason);
     __threadfence_system();
-    ptx::st_status(a.status, code);
+    ptx::st_status(a.status + kStatusCode, code);
     __threadfence_system();
   }
   for (int r = 0; r < a.world; ++r) ptx::st_release_sys(failedWord(padOf(a, r), a.rank), 1u);

@@ -86,15 +86,21 @@ struct DeviceState {
   uint32_t lamport_used[sched::kLamportBuffers];  ///< vectors per slot the last call of each buffer wrote
 };
 
-/// Status words in mapped host memory: [0] result code (symmarTimeout or symmarPeerFailure),
-/// [1] peer, [2] block, [3] FailureReason. Non-zero [0] is sticky: every later kernel of the comm
-/// exits at entry, before it touches a flag or the user's buffers.
-constexpr int kStatusWords = 4;
+/// The status words in mapped host memory, by index. A non-zero code (symmarTimeout or
+/// symmarPeerFailure) is sticky: every later kernel of the comm exits at entry, before it touches a
+/// flag or the user's buffers. The code is written last, so the other words are valid once it is.
+enum StatusWord : int {
+  kStatusCode = 0,
+  kStatusPeer = 1,    ///< the peer the failure names (the context's rank)
+  kStatusBlock = 2,   ///< the block that gave up
+  kStatusReason = 3,  ///< a FailureReason
+  kStatusWords = 4,
+};
 enum FailureReason : int {
-  kReasonTimeout = 1,         ///< a spin on peer [1] passed the timeout
-  kReasonBadInputOffset = 2,  ///< peer [1] published an input offset outside its heap
-  kReasonPeerFailed = 3,      ///< peer [1] had already failed (its failed word was set)
-  kReasonCallMismatch = 4,    ///< peer [1]'s lamport call had another count, dtype, op or place in the order
+  kReasonTimeout = 1,         ///< a spin on the status peer passed the timeout
+  kReasonBadInputOffset = 2,  ///< the status peer published an input offset outside its heap
+  kReasonPeerFailed = 3,      ///< the status peer had already failed (its failed word was set)
+  kReasonCallMismatch = 4,    ///< the status peer's lamport call had another count, dtype, op or place in the order
 };
 
 /// The fused two-shot kernel publishes each finished row in staging half 1 with every part at a

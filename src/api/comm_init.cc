@@ -1,6 +1,8 @@
-// Comm creation: settings resolved from the config, the environment and defaults; the sizes, start
-// epoch and plans every rank must agree on; the backend every rank picks alike.
+// Comm creation: settings resolved from the config, the environment and defaults; one round of
+// every rank's record (backend, sizes, identity, nonce), the plans every rank must agree on; the
+// backend every rank picks alike.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -9,10 +11,13 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/host_layout.h"
 #include "core/env.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "core/random.h"
 #include "gpu/gpu_entry.h"
 #include "host/host_backend.h"
 #include "plan/planner.h"
@@ -26,50 +31,82 @@ namespace {
 constexpr int64_t kDefaultHostStaging = int64_t{32} << 20;
 constexpr int64_t kDefaultGpuStaging = int64_t{8} << 20;
 
-/// The sizes that shape every rank's segments and chunking, and the start epoch, must be equal on
-/// every rank (a rank mapping a peer's segment larger than the peer made it would fault): each
-/// rank resolves its own, then all take the smallest size asked for and rank 0's epoch.
-symmarResult_t agreeSizes(symmarComm& comm, bool gpu) {
-  SymmarSettings& s = comm.settings;
-  struct Sizes {
-    uint64_t staging, heap, chunk, epoch;
-  };
-  std::vector<Sizes> all(static_cast<size_t>(comm.nranks));
-  Sizes& mine = all[static_cast<size_t>(comm.rank)];
-  mine.staging = s.staging_bytes ? s.staging_bytes
-                                 : static_cast<uint64_t>(envNumber("SYMMAR_STAGING_BYTES",
-                                                                   gpu ? kDefaultGpuStaging : kDefaultHostStaging));
-  mine.heap = static_cast<uint64_t>(envNumber("SYMMAR_HEAP_BYTES"));
-  mine.chunk = static_cast<uint64_t>(envNumber("SYMMAR_HOST_CHUNK_BYTES"));
-  mine.epoch = static_cast<uint64_t>(envNumber("SYMMAR_EPOCH_START"));
-  SYMMAR_CHECK(comm.bootstrap->allGather(all.data(), sizeof(Sizes)));
-  // Every rank's record is checked against the registry's ranges before anything is sized from
-  // it: a broken or foreign peer must not shrink the staging below what the schedule needs.
-  for (int r = 0; r < comm.nranks; ++r) {
-    const Sizes& x = all[static_cast<size_t>(r)];
+/// What every rank tells every other once, at creation: which backend it runs, the sizes it asks
+/// for (each rank resolves its own from the environment), where it runs and a fresh nonce. One
+/// round, checked once; the backends read what they need from the context.
+struct PeerRecord {
+  int32_t gpu;  // 1: the cuda backend, 0: the host backend
+  int32_t pad;
+  uint64_t staging, heap, chunk, epoch;
+  ProcessIdentity id;
+  uint64_t nonce;
+};
+// A test plants a bad staging size by the record's size and layout (tests/mp/bootstrap_test.cc).
+static_assert(sizeof(PeerRecord) == 72 && offsetof(PeerRecord, staging) == 8, "creation record layout changed");
+
+/// This rank's record.
+PeerRecord ownRecord(const SymmarSettings& s, bool gpu) {
+  PeerRecord r{};
+  r.gpu = gpu ? 1 : 0;
+  r.staging = s.staging_bytes ? s.staging_bytes
+                              : static_cast<uint64_t>(envNumber("SYMMAR_STAGING_BYTES",
+                                                                gpu ? kDefaultGpuStaging : kDefaultHostStaging));
+  r.heap = static_cast<uint64_t>(envNumber("SYMMAR_HEAP_BYTES"));
+  r.chunk = static_cast<uint64_t>(envNumber("SYMMAR_HOST_CHUNK_BYTES"));
+  r.epoch = static_cast<uint64_t>(envNumber("SYMMAR_EPOCH_START"));
+  r.id = selfIdentity();
+  r.nonce = freshNonce();
+  return r;
+}
+
+/// Every rank must run the same backend, and every rank's sizes must lie in the registry's ranges
+/// before anything is sized from them: a broken or foreign peer must not shrink the staging below
+/// what the schedule needs.
+symmarResult_t checkRecords(const std::vector<PeerRecord>& all, int rank) {
+  const bool gpu = all[static_cast<size_t>(rank)].gpu != 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const PeerRecord& x = all[r];
+    if (x.gpu != all[static_cast<size_t>(rank)].gpu) {
+      return fail(symmarInvalidUsage, "rank %d uses the %s backend but rank %zu the %s backend", rank,
+                  gpu ? "cuda" : "host", r, x.gpu ? "cuda" : "host");
+    }
     for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"SYMMAR_STAGING_BYTES", x.staging},
                                       {"SYMMAR_HEAP_BYTES", x.heap},
                                       {"SYMMAR_HOST_CHUNK_BYTES", x.chunk},
                                       {"SYMMAR_EPOCH_START", x.epoch}}) {
       const EnvVarInfo* v = envInfo(name);
       if (value < static_cast<uint64_t>(v->min) || value > static_cast<uint64_t>(v->max)) {
-        return fail(symmarInvalidUsage, "rank %d sent %llu for %s, outside %lld..%lld: ranks of one comm must run "
+        return fail(symmarInvalidUsage, "rank %zu sent %llu for %s, outside %lld..%lld: ranks of one comm must run "
                     "the same symmar and agree on their settings", r, static_cast<unsigned long long>(value), name,
                     static_cast<long long>(v->min), static_cast<long long>(v->max));
       }
     }
   }
-  Sizes agreed = all[0];
-  for (const Sizes& x : all) {
+  return symmarSuccess;
+}
+
+/// The sizes that shape every rank's segments and chunking must be equal on every rank (a rank
+/// mapping a peer's segment larger than the peer made it would fault): the smallest any rank asked
+/// for, and rank 0's start epoch. Then where the ranks sit and this host's nonce.
+void applyRecords(const std::vector<PeerRecord>& all, int rank, SymmarSettings* s, BackendContext* ctx) {
+  PeerRecord agreed = all[0];
+  std::vector<uint64_t> host_of;
+  for (const PeerRecord& x : all) {
     agreed.staging = std::min(agreed.staging, x.staging);
     agreed.heap = std::min(agreed.heap, x.heap);
     agreed.chunk = std::min(agreed.chunk, x.chunk);
+    host_of.push_back(x.id.host_hash);
   }
-  s.staging_bytes = static_cast<size_t>(agreed.staging);
-  s.heap_bytes = static_cast<size_t>(agreed.heap);
-  s.host_chunk_bytes = static_cast<size_t>(agreed.chunk);
-  s.epoch_start = static_cast<uint32_t>(agreed.epoch);
-  return symmarSuccess;
+  s->staging_bytes = static_cast<size_t>(agreed.staging);
+  s->heap_bytes = static_cast<size_t>(agreed.heap);
+  s->host_chunk_bytes = static_cast<size_t>(agreed.chunk);
+  s->epoch_start = static_cast<uint32_t>(agreed.epoch);
+  const PeerRecord& mine = all[static_cast<size_t>(rank)];
+  ctx->placement = placeRanks(host_of, rank);
+  ctx->host_ranks = ranksOnHost(host_of, rank);
+  ctx->host_nonce = all[static_cast<size_t>(ctx->host_ranks[0])].nonce;
+  ctx->machine_ranks = 0;
+  for (const PeerRecord& x : all) ctx->machine_ranks += x.id.machine_hash == mine.id.machine_hash;
 }
 
 /// What decides this comm's plans: its table row and the environment overrides.
@@ -137,22 +174,17 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
     gpu = cudaUsable(&device);
     comm->settings.device = gpu ? device : SYMMAR_DEVICE_CPU;
   }
-  std::vector<int32_t> kinds(comm->nranks, 0);
-  kinds[comm->rank] = gpu ? 1 : 0;
-  SYMMAR_CHECK(comm->bootstrap->allGather(kinds.data(), sizeof(int32_t)));
-  for (int r = 0; r < comm->nranks; ++r) {
-    if (kinds[r] != kinds[comm->rank]) {
-      return fail(symmarInvalidUsage, "rank %d uses the %s backend but rank %d the %s backend", comm->rank,
-                  gpu ? "cuda" : "host", r, kinds[r] ? "cuda" : "host");
-    }
-  }
   envLogSet();
-  SYMMAR_CHECK(agreeSizes(*comm, gpu));
+  std::vector<PeerRecord> records(static_cast<size_t>(comm->nranks));
+  records[static_cast<size_t>(comm->rank)] = ownRecord(comm->settings, gpu);
+  SYMMAR_CHECK(comm->bootstrap->allGather(records.data(), sizeof(PeerRecord)));
+  SYMMAR_CHECK(checkRecords(records, comm->rank));
   std::unique_ptr<Backend> backend;
   BackendContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
   ctx.bootstrap = comm->bootstrap.get();
+  applyRecords(records, comm->rank, &comm->settings, &ctx);
   ctx.settings = comm->settings;
   BackendFacts facts;
   SYMMAR_CHECK(gpu ? createCudaBackend(ctx, &facts, &backend) : HostBackend::create(ctx, &facts, &backend));

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,6 +29,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/random.h"
 
 namespace symmar {
 namespace {
@@ -265,8 +265,7 @@ symmarResult_t makeUniqueId(symmarUniqueId* raw) {
   SYMMAR_CHECK(chooseAddress(&addr));
   IdPayload id{};
   id.addr = addr.s_addr;
-  std::random_device rd;
-  id.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(getpid()) << 16);
+  id.nonce = freshNonce();
   int fd = -1;
   SYMMAR_CHECK(bindTo(addr, 0, false, &fd, &id.port));  // reserved; rank 0 listens
   {

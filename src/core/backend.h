@@ -26,6 +26,17 @@ struct SymmarSettings {
   uint32_t epoch_start = 0;     ///< agreed: rank 0's first barrier epoch
 };
 
+/// Where a comm's ranks sit. Hosts are the distinct host identities (bootstrap/host_layout.h),
+/// numbered in the order of their lowest rank; a rank's local index counts its host's ranks in
+/// rank order.
+struct HostPlacement {
+  int hosts = 1;
+  int host = 0;          ///< this rank's host
+  int local_rank = 0;    ///< this rank's index among its host's ranks
+  int local_size = 1;    ///< ranks on this rank's host
+  bool uniform = true;   ///< every host has local_size ranks (what the hierarchical path needs)
+};
+
 /// What a backend is built from.
 struct BackendContext {
   int rank = 0;
@@ -40,17 +51,16 @@ struct BackendContext {
   int commRank(int r) const {
     return r >= 0 && static_cast<size_t>(r) < comm_ranks.size() ? comm_ranks[static_cast<size_t>(r)] : r;
   }
-};
-
-/// Where a comm's ranks sit. Hosts are the distinct host identities (bootstrap/host_layout.h),
-/// numbered in the order of their lowest rank; a rank's local index counts its host's ranks in
-/// rank order.
-struct HostPlacement {
-  int hosts = 1;
-  int host = 0;          ///< this rank's host
-  int local_rank = 0;    ///< this rank's index among its host's ranks
-  int local_size = 1;    ///< ranks on this rank's host
-  bool uniform = true;   ///< every host has local_size ranks (what the hierarchical path needs)
+  /// Learned once at comm creation from every rank's record (comm_init.cc), so that no backend
+  /// gathers identities again.
+  HostPlacement placement;
+  /// The context's ranks on this rank's host, ascending: host_ranks[placement.local_rank] == rank.
+  std::vector<int> host_ranks;
+  /// Ranks sharing this machine's cores (pretended hosts share one machine).
+  int machine_ranks = 1;
+  /// Fresh per comm and per host (the nonce of the host's first rank): names this host's shared
+  /// objects through nonceFor (core/random.h), so no two comms or hosts share a socket or segment.
+  uint64_t host_nonce = 0;
 };
 
 /// The engine that carries the inter-host stage of a comm spanning hosts: an exchange among the

@@ -13,7 +13,7 @@ symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call) {
   symmarAlgo_t algo = call.algo;
   // Calls are matched by order only on the GPU: an empty call launches nothing, on every rank alike.
   if (call.tokens == 0 || call.hidden == 0) return symmarSuccess;
-  if (!have_heap_ || !(topo_.peer_access || topo_.host_staged)) {
+  if (!kernelsRun()) {
     return fail(symmarUnsupported, "the fused norm needs the symmetric kernels, which this comm has not");
   }
   const LaunchContext lc = launchContext();

@@ -6,8 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/host_layout.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -34,7 +32,7 @@ CudaBackend::~CudaBackend() {
   // Kernels of this comm may still read peer mappings; every wait in them is bounded.
   cudaDeviceSynchronize();
   // Read after the synchronisation: a kernel still in flight may have failed the comm meanwhile.
-  const bool failed = comm_failed_ || (status_host_ && status_host_[0] != 0);
+  const bool failed = comm_failed_ || (status_host_ && status_host_[kStatusCode] != 0);
   if (failed) nccl_.markFailed();
   heap_.release(failed);  // failed: peers may still be inside kernels on this rank's memory
   host_heap_.release();
@@ -93,7 +91,7 @@ symmarResult_t CudaBackend::initBlocks() {
                 "symmetric kernels are off for this comm and the fallback serves every call (rebuild with its "
                 "architecture in CMAKE_CUDA_ARCHITECTURES)", ctx_.commRank(bad), topo_.topo.cc_major,
                 topo_.topo.cc_minor);
-    disableSymmetricKernels();
+    setPath(DataPath::kFallbackOnly);
   }
   const int grids = topo_.ranks_on_my_device * residentGridsPerRank(pdl_, topo_.devices_repeat);
   const int cap = coResidentBlocks(sms, per_sm, grids, sched::kMaxBlocks);
@@ -122,11 +120,17 @@ symmarResult_t CudaBackend::initDeviceState() {
   return initPad();
 }
 
-void CudaBackend::disableSymmetricKernels() {
-  topo_.peer_access = false;
-  topo_.host_staged = false;
-  topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
-  topo_.topo.multicast = 0;
+void CudaBackend::setPath(DataPath path) {
+  path_ = path;
+  if (path == DataPath::kFallbackOnly) {
+    topo_.topo.link = symmarLinkUnknown;  // the planner then offers only the fallback
+    topo_.topo.multicast = 0;
+  } else if (path == DataPath::kHostStaged) {
+    topo_.topo.link = symmarLinkPcieNoP2P;
+    topo_.topo.multicast = 0;
+    // No user heap in host memory: symmarMemAlloc hands out device memory, and inputs are staged.
+    layout_ = makeLayout(layout_.staging_bytes, 0, ctx_.nranks);
+  }
 }
 
 symmarResult_t CudaBackend::init(BackendFacts* facts) {
@@ -136,6 +140,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   SYMMAR_CUDA_TRY(cudaSetDevice(device_));
   SYMMAR_CUDA_TRY(cudaFree(nullptr));  // creates the primary context the driver calls use
   SYMMAR_CHECK(probeTopology(ctx_, device_, &topo_));
+  path_ = topo_.peer_access ? DataPath::kPeer : topo_.host_staged ? DataPath::kHostStaged : DataPath::kFallbackOnly;
   pdl_ = usePdl(pdl_, topo_.topo.cc_major);
   if (pdl_ && topo_.devices_repeat) {
     SYMMAR_INFO(kSubsysGpu, "programmatic dependent launch on a shared GPU: the block cap counts two grids per rank "
@@ -163,13 +168,15 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   // Peer access is refused (SYMMAR_P2P=off, any link) or, over PCIe, checked before the kernels
   // rely on it (probe).
   P2pMode p2p = kP2pTrust;
-  if (have_heap_ && topo_.peer_access) SYMMAR_CHECK(agreeP2pMode(&p2p));
+  if (have_heap_ && peersShareHeap()) SYMMAR_CHECK(agreeP2pMode(&p2p));
   if (p2p == kP2pOff) {
     SYMMAR_INFO(kSubsysGpu, "SYMMAR_P2P=off: the kernels stage through pinned host memory");
     noteCheck("peer access off (SYMMAR_P2P=off), staging in host memory");
   }
-  if (p2p != kP2pOff && topo_.host_staged) noteCheck("no peer access between the GPUs, staging in host memory");
-  if (p2p == kP2pOff || topo_.host_staged) useHostStaging();
+  if (p2p != kP2pOff && path_ == DataPath::kHostStaged) {
+    noteCheck("no peer access between the GPUs, staging in host memory");
+  }
+  if (p2p == kP2pOff || path_ == DataPath::kHostStaged) setPath(DataPath::kHostStaged);
   if (have_heap_) SYMMAR_CHECK(buildHeap());
 
   symmarResult_t local = initDeviceState();
@@ -179,9 +186,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   }
   SYMMAR_CHECK(runStartupProbes(p2p));
   facts->topo = topo_.topo;
-  std::vector<uint64_t> host_of;
-  for (const RankInfo& r : topo_.ranks) host_of.push_back(r.host_hash);
-  facts->placement = placeRanks(host_of, ctx_.rank);  // several hosts: NCCL serves (its own hierarchy)
+  facts->placement = ctx_.placement;  // several hosts: NCCL serves (its own hierarchy)
   facts->staging_bytes = layout_.staging_bytes;
   facts->checks = checks_;
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
@@ -216,7 +221,7 @@ symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
     return nccl_.allReduce(ctx_, c.send, c.recv, c.count, c.dtype, c.op, s);
   }
   const void* kernel = kernelOf(c.algo, c.dtype, c.op, heap_.multicast());
-  if (!kernel || !(topo_.peer_access || topo_.host_staged)) {
+  if (!kernel || !kernelsRun()) {
     return fail(symmarUnsupported, "algorithm %s cannot serve %s %s on this comm", symmarAlgoName(c.algo),
                 dtypeName(c.dtype), opName(c.op));
   }
@@ -246,14 +251,16 @@ symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, Ke
 
 symmarResult_t CudaBackend::asyncError() {
   const volatile int* st = status_host_;
-  if (!st || st[0] == 0) return symmarSuccess;
+  if (!st || st[kStatusCode] == 0) return symmarSuccess;
   nccl_.markFailed();
-  const auto code = static_cast<symmarResult_t>(st[0]);
-  const int self = ctx_.commRank(ctx_.rank), peer = ctx_.commRank(st[1]);  // the kernels count the context's ranks
-  switch (st[3]) {
+  const auto code = static_cast<symmarResult_t>(st[kStatusCode]);
+  // The kernels count the context's ranks.
+  const int self = ctx_.commRank(ctx_.rank), peer = ctx_.commRank(st[kStatusPeer]);
+  const int block = st[kStatusBlock];
+  switch (st[kStatusReason]) {
     case kReasonBadInputOffset:
       return fail(code, "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
-                  self, peer, st[2]);
+                  self, peer, block);
     case kReasonCallMismatch:
       return fail(code, "rank %d: rank %d's lamport call differed in count, dtype, op or order (every rank must "
                   "make the same calls in the same order); the comm is failed", self, peer);
@@ -261,13 +268,13 @@ symmarResult_t CudaBackend::asyncError() {
       return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", self, peer);
     default:
       return fail(code, "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
-                  self, timeout_ms_, peer, st[2]);
+                  self, timeout_ms_, peer, block);
   }
 }
 
 symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
   Bootstrap& bs = *ctx_.bootstrap;
-  if (!have_heap_ || topo_.host_staged) {  // no shared device heap: plain device memory (never read by peers)
+  if (!deviceHeapServes()) {  // no shared device heap: plain device memory (never read by peers)
     DeviceGuard guard(device_);
     SYMMAR_CUDA_TRY(cudaMalloc(ptr, bytes));
     plain_allocs_.insert(*ptr);
@@ -297,7 +304,7 @@ symmarResult_t CudaBackend::memAlloc(size_t bytes, void** ptr) {
 }
 
 symmarResult_t CudaBackend::memFree(void* ptr) {
-  if (!have_heap_ || topo_.host_staged) {
+  if (!deviceHeapServes()) {
     if (plain_allocs_.erase(ptr) != 1) return fail(symmarInvalidArgument, "pointer was not allocated by symmarMemAlloc");
     DeviceGuard guard(device_);
     SYMMAR_CUDA_TRY(cudaFree(ptr));
@@ -339,17 +346,14 @@ symmarResult_t createCudaBackend(const BackendContext& ctx, BackendFacts* facts,
                 gpu::kMaxRanks);
   }
   // Across two hosts of equal size: the kernels within each host, NCCL between (hier_backend.h).
-  std::vector<ProcessIdentity> ids(static_cast<size_t>(ctx.nranks));
-  ids[static_cast<size_t>(ctx.rank)] = selfIdentity();
-  SYMMAR_CHECK(ctx.bootstrap->allGather(ids.data(), sizeof(ProcessIdentity)));
-  std::vector<uint64_t> host_of;
-  for (const ProcessIdentity& id : ids) host_of.push_back(id.host_hash);
-  const HostPlacement placement = placeRanks(host_of, ctx.rank);
+  const HostPlacement& placement = ctx.placement;
   std::string why;
   if (gpu::gpuHierarchyApplies(placement, &why)) {
-    return gpu::createHierarchicalCudaBackend(ctx, placement, ranksOnHost(host_of, ctx.rank), facts, out);
+    return gpu::createHierarchicalCudaBackend(ctx, facts, out);
   }
-  if (placement.hosts > 1) SYMMAR_INFO(kSubsysInit, "ranks span %d hosts: NCCL serves this comm (%s)", placement.hosts, why.c_str());
+  if (placement.hosts > 1) {
+    SYMMAR_INFO(kSubsysInit, "ranks span %d hosts: NCCL serves this comm (%s)", placement.hosts, why.c_str());
+  }
   auto backend = std::make_unique<gpu::CudaBackend>(ctx);
   SYMMAR_CHECK(backend->init(facts));
   *out = std::move(backend);

@@ -40,6 +40,14 @@ class DeviceGuard {
   bool switched_ = false;
 };
 
+/// How a CUDA comm's kernels reach their peers' data: the one fact every launch, allocation and
+/// probe asks about. Multicast stays a separate capability (topology and heap).
+enum class DataPath {
+  kFallbackOnly,  ///< no symmetric kernel (ranks on several hosts, no kernel image, a failed probe)
+  kPeer,          ///< the kernels load and store peers' device memory (NVLink, PCIe peer access)
+  kHostStaged,    ///< the kernels stage through pinned host memory (no peer access)
+};
+
 class CudaBackend : public Backend {
  public:
   /// host_stage: this backend serves the ranks of one host inside a hierarchical comm, whose own
@@ -78,15 +86,18 @@ class CudaBackend : public Backend {
   std::vector<bool> onMyGpu() const;
   /// Runs one probe kernel on a stream of its own and waits; out gets its kProbeResultWords words.
   cudaError_t runProbe(const void* kernel, ProbeArgs args, long long* out);
-  /// No symmetric kernel on this comm (same decision on every rank): the fallback serves.
-  void disableSymmetricKernels();
+  /// The only writer of the data path and what follows from it: the link and multicast the
+  /// planner sees, and the heap layout (no user heap in host memory). Every rank decides alike.
+  void setPath(DataPath path);
+  bool kernelsRun() const { return path_ != DataPath::kFallbackOnly; }
+  bool peersShareHeap() const { return path_ == DataPath::kPeer; }
+  /// symmarMemAlloc hands out the symmetric device heap (else plain device memory nobody else reads).
+  bool deviceHeapServes() const { return have_heap_ && path_ != DataPath::kHostStaged; }
   /// Adds one finding to checks_ (what symmarCommDescribe reports).
   void noteCheck(const std::string& what) { checks_ += (checks_.empty() ? "" : ", ") + what; }
   // The shared heap (backend_heap.cc).
   /// Collective: the device heap (peer access) or the host-staged heap, and bases_ from it.
   symmarResult_t buildHeap();
-  /// From now on the kernels stage through pinned host memory (link pcie-nop2p, no user heap).
-  void useHostStaging();
   /// Every flag of this rank's pad at the start epoch and its lamport buffers empty (before any
   /// kernel of any rank runs).
   symmarResult_t initPad();
@@ -106,7 +117,8 @@ class CudaBackend : public Backend {
   HeapLayout layout_;
   SymmetricHeap heap_;
   HostStagedHeap host_heap_;
-  bool have_heap_ = false;
+  DataPath path_ = DataPath::kFallbackOnly;
+  bool have_heap_ = false;  ///< every rank on this host: a heap is built (even with the kernels off)
   std::vector<char*> bases_;  ///< every rank's allocation as mapped here (when have_heap_)
   SymmetricArena arena_;
   std::set<void*> plain_allocs_;  ///< symmarMemAlloc without a heap (ranks on several hosts)

@@ -15,15 +15,19 @@ namespace {
 
 class HierarchicalCudaBackend : public Backend {
  public:
-  HierarchicalCudaBackend(const BackendContext& ctx, const HostPlacement& p) : ctx_(ctx), placement_(p) {}
+  explicit HierarchicalCudaBackend(const BackendContext& ctx) : ctx_(ctx), placement_(ctx.placement) {}
 
-  symmarResult_t init(const std::vector<int>& host_ranks, BackendFacts* facts) {
-    SYMMAR_CHECK(connectHost(*ctx_.bootstrap, placement_, host_ranks, ctx_.settings.timeout_ms, &host_bootstrap_));
+  symmarResult_t init(BackendFacts* facts) {
+    SYMMAR_CHECK(connectHost(*ctx_.bootstrap, placement_, ctx_.host_ranks, ctx_.settings.timeout_ms, &host_bootstrap_));
     host_ctx_ = ctx_;
     host_ctx_.rank = placement_.local_rank;
     host_ctx_.nranks = placement_.local_size;
     host_ctx_.bootstrap = host_bootstrap_.get();
-    host_ctx_.comm_ranks = host_ranks;  // messages of the host's backend name the comm's ranks
+    host_ctx_.comm_ranks = ctx_.host_ranks;  // messages of the host's backend name the comm's ranks
+    // Within its host the host's backend sees one host of local_size ranks (host_nonce carries over).
+    host_ctx_.placement = HostPlacement{1, 0, placement_.local_rank, placement_.local_size, true};
+    host_ctx_.host_ranks.clear();
+    for (int r = 0; r < placement_.local_size; ++r) host_ctx_.host_ranks.push_back(r);
     host_ = std::make_unique<CudaBackend>(host_ctx_, /*host_stage=*/true);  // comm_nccl_ serves nccl
     inter_ctx_ = ctx_;
     inter_ctx_.rank = placement_.host;
@@ -93,11 +97,10 @@ bool gpuHierarchyApplies(const HostPlacement& p, std::string* why) {
   return false;
 }
 
-symmarResult_t createHierarchicalCudaBackend(const BackendContext& ctx, const HostPlacement& placement,
-                                             const std::vector<int>& host_ranks, BackendFacts* facts,
+symmarResult_t createHierarchicalCudaBackend(const BackendContext& ctx, BackendFacts* facts,
                                              std::unique_ptr<Backend>* out) {
-  auto backend = std::make_unique<HierarchicalCudaBackend>(ctx, placement);
-  SYMMAR_CHECK(backend->init(host_ranks, facts));
+  auto backend = std::make_unique<HierarchicalCudaBackend>(ctx);
+  SYMMAR_CHECK(backend->init(facts));
   *out = std::move(backend);
   return symmarSuccess;
 }

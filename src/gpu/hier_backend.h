@@ -23,8 +23,7 @@ bool gpuHierarchyApplies(const HostPlacement& p, std::string* why);
 /// Collective: builds the per-host CUDA backend over a bootstrap of the host's ranks, the comm's
 /// NCCL communicator and the inter-host one split from it. facts gets the host backend's topology
 /// (world size: the whole comm), the placement and "nccl" as the inter-host engine.
-symmarResult_t createHierarchicalCudaBackend(const BackendContext& ctx, const HostPlacement& placement,
-                                             const std::vector<int>& host_ranks, BackendFacts* facts,
+symmarResult_t createHierarchicalCudaBackend(const BackendContext& ctx, BackendFacts* facts,
                                              std::unique_ptr<Backend>* out);
 
 }  // namespace gpu

@@ -2,12 +2,12 @@
 // verdict agreed by every rank, a failure turning the symmetric kernels off for the comm.
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/peer_probe.h"
@@ -61,7 +61,7 @@ symmarResult_t CudaBackend::probeCoScheduling() {
                 "meet its peers): the symmetric kernels are off for this comm and the fallback serves every call. "
                 "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, run the processes under MPS, or use "
                 "one GPU per rank (docs/integration.md)", ctx_.commRank(bad));
-    disableSymmetricKernels();
+    setPath(DataPath::kFallbackOnly);
   }
   noteCheck("co-scheduling probe " +
             (bad >= 0 ? "failed on rank " + std::to_string(ctx_.commRank(bad)) + " (symmetric kernels off)"
@@ -85,11 +85,10 @@ symmarResult_t CudaBackend::agreeP2pMode(P2pMode* mode) {
 /// Every rank stores a pattern into each peer's staging and loads each peer's pattern, and the ranks
 /// agree on the outcome before any kernel relies on the link.
 symmarResult_t CudaBackend::probePeerAccess(bool* broken) {
-  // One seed for every rank: patterns left in recycled memory by an earlier probe cannot pass.
-  std::vector<uint32_t> seeds;
-  SYMMAR_CHECK(gatherAll<uint32_t>(*ctx_.bootstrap, std::random_device{}(), &seeds));
+  // One seed for every rank, fresh per comm: patterns left in recycled memory by an earlier probe
+  // cannot pass.
   ProbeArgs args = makeProbeArgs(launchContext(), nullptr);
-  args.seed = seeds[0];
+  args.seed = static_cast<uint32_t>(nonceFor(ctx_.host_nonce, NonceUse::kPeerProbe));
   args.rest_ns = kP2pCheckNs;
   long long result[kProbeResultWords] = {};
   const cudaError_t err = runProbe(peerAccessProbeKernel(), args, result);
@@ -122,8 +121,8 @@ symmarResult_t CudaBackend::runStartupProbes(P2pMode p2p) {
   facts.p2p = p2p;
   facts.have_heap = have_heap_;
   facts.devices_repeat = topo_.devices_repeat;
-  facts.peer_access = topo_.peer_access;
-  facts.host_staged = topo_.host_staged;
+  facts.peer_access = peersShareHeap();
+  facts.host_staged = path_ == DataPath::kHostStaged;
   facts.link = topo_.topo.link;
   for (const StartupProbe probe : planStartupProbes(facts)) {
     if (probe == StartupProbe::kCoScheduling) {
@@ -135,7 +134,7 @@ symmarResult_t CudaBackend::runStartupProbes(P2pMode p2p) {
     if (!broken) continue;
     // The same verdict on every rank: rebuild the heap in host memory.
     heap_.release();
-    useHostStaging();
+    setPath(DataPath::kHostStaged);
     SYMMAR_CHECK(buildHeap());
     const symmarResult_t local = initPad();
     int bad = -1;

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
-#include <random>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "core/schedule.h"
 #include "gpu/cuda_check.h"
 
@@ -100,11 +100,8 @@ symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, cons
     return peerOutcome(ctx, local, bad, "create its symmetric heap");
   }
 
-  // Rank 0's nonce scopes the fd-passing sockets to this ctx.
-  uint64_t nonce = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid());
-  std::vector<uint64_t> nonces;
-  SYMMAR_CHECK(gatherAll(bs, nonce, &nonces));
-  nonce = nonces[0];
+  // Scopes the fd-passing sockets to this comm and host.
+  const uint64_t nonce = nonceFor(ctx.host_nonce, NonceUse::kGpuHeap);
 
   if (map_peers) {
     std::vector<int> fds;
@@ -150,7 +147,7 @@ symmarResult_t SymmetricHeap::create(const BackendContext& ctx, int device, cons
   // (The bind needs an offset aligned to the multicast granularity: the layout puts staging at 0.)
   const bool bindable = mc_gran_ > 0 && layout.staging_off == 0;
   mc_size_ = bindable ? std::min(size_, roundUp(layout.staging_bytes, mc_gran_)) : 0;
-  if (want_multicast) SYMMAR_CHECK(setupMulticast(ctx, nonce + 1, timeout_ms));
+  if (want_multicast) SYMMAR_CHECK(setupMulticast(ctx, nonceFor(ctx.host_nonce, NonceUse::kGpuMulticast), timeout_ms));
   return symmarSuccess;
 }
 

@@ -44,7 +44,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     // Nothing to move (and no row size to divide by), but the call still takes part like a count-0
     // allreduce: its signature meets the peers' at a barrier, so a rank that skipped the call or
     // made another is caught instead of being paired with its peers' next call.
-    return barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c, algo));
+    return sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c, algo));
   }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
@@ -68,7 +68,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
     std::memcpy(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
-    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half);
     if (algo != symmarAlgoTwoShot) {
       for (size_t r = 0; r < rows; ++r) {
@@ -93,7 +93,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
                     c.hidden);
       }
     }
-    SYMMAR_CHECK(barrier(sched::kSlotEnd));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;
       const sched::Range s = sched::rankSlice(rows, world_, p, 1);

@@ -43,17 +43,19 @@ void HostBackend::copyToPieces(const Call& c, const char* src, size_t n) {
   }
 }
 
-symmarResult_t HostBackend::acrossHosts(const Call& c, size_t begin, size_t n, char* publish, bool staged) {
+symmarResult_t HostBackend::combineFromOutput(const Call& c, size_t begin, size_t n, char* publish) {
   if (!inter_host_) return symmarSuccess;
-  char* part = c.recv + begin * c.elem;
-  if (!staged) copyToPieces(c, part, n);
-  symmarResult_t res = inter_host_->combine(part, publish, n, c.dtype, c.op, c.signature());
+  copyToPieces(c, c.recv + begin * c.elem, n);
+  return combineStaged(c, begin, n, publish);
+}
+
+symmarResult_t HostBackend::combineStaged(const Call& c, size_t begin, size_t n, char* publish) {
+  if (!inter_host_) return symmarSuccess;
+  symmarResult_t res = inter_host_->combine(c.recv + begin * c.elem, publish, n, c.dtype, c.op, c.signature());
   if (res == symmarSuccess) return res;
   // This host's peers may be waiting for this rank at a barrier: they stop now instead of at their
   // timeout. The engine may hold requests of the abandoned exchange, so the comm is done.
-  broken_ = threadLastError();
-  markFailed(epoch_);
-  return res;
+  return sync_->breakComm(res, sync_->epoch());
 }
 
 }  // namespace symmar

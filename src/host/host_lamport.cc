@@ -8,7 +8,7 @@
 // still filling. Three buffers rotate; a call clears the buffer its previous call read, which no
 // peer writes again before this rank's next call has published its data (that publication orders
 // the clear first). The signature holds the call's number in the comm's whole call sequence
-// (call_, which barrier calls advance too), so a lamport call never pairs with a peer's lamport call
+// (the call number, which barrier calls advance too), so a lamport call never pairs with a peer's lamport call
 // from another place in the sequence. The ring index is kept apart from that wrapping number: 2^32
 // is no multiple of 3.
 #include <cstdint>
@@ -21,7 +21,7 @@
 namespace symmar {
 namespace {
 
-constexpr size_t kHeaderWord = sched::kLamportHeaderVec * 4;  // the header: the slot's last vector
+constexpr size_t kHeaderWord = ShmHeap::kLamportHeaderWord;
 
 /// Word w of the input as it travels: no 16-bit half (f16/bf16) or word (f32) equal to the empty
 /// pattern; the bytes past the input in the last word are +0.0.
@@ -43,15 +43,11 @@ bool empty(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE) == s
 
 }  // namespace
 
-bool HostBackend::lamportStarted(int peer) const {
-  return !empty(heap_->lamportSlot(rank_, lamport_buf_, peer) + kHeaderWord + 3);
-}
-
 symmarResult_t HostBackend::runLamport(const Call& c) {
   const size_t bytes = c.count * c.elem;
   // The dtype and the size were checked against lamport's record (plan/algorithms.cc) before the call.
-  const uint32_t call = ++call_;  // wraps: only compared for equality (the signature) and order
-  const int buf = lamport_buf_;
+  const uint32_t call = sync_->takeCallNumber();  // wraps: only compared for equality (the signature) and order
+  const int buf = sync_->lamportBuffer();
   const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
   const size_t words = (bytes + 3) / 4;
   const size_t trailer = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
@@ -78,37 +74,34 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     // for one that skipped it.
     bool other_call = false;
     const uint32_t* flag = heap_->flag(p, 0, sched::kSlotStart);
-    symmarResult_t res = waitUntil(
+    symmarResult_t res = sync_->waitUntil(
         p,
         [&] {
           if (!empty(slot + kHeaderWord + 3)) return true;
-          other_call = !sched::epochReached(epoch_, __atomic_load_n(flag, __ATOMIC_ACQUIRE)) && empty(slot + kHeaderWord + 3);
+          other_call = !sched::epochReached(sync_->epoch(), __atomic_load_n(flag, __ATOMIC_ACQUIRE)) &&
+                       empty(slot + kHeaderWord + 3);
           return other_call;
         },
         "a lamport call");
     if (res == symmarSuccess && (other_call || std::memcmp(slot + kHeaderWord, sig, sizeof(sig)) != 0)) {
       // The buffers now hold data of calls that did not match: no later call of this comm may use
       // them. Peers learn it from this rank's failed state; this rank refuses every later call.
-      markFailed(sched::nextEpoch(epoch_));
-      symmarResult_t r = fail(symmarInvalidUsage,
-                              "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, "
-                              "dtype, op or place in the order; every rank must make the same calls in the same order",
-                              commRank(p), other_call ? "not a lamport call" : "another lamport call",
-                              commRank(rank_));
-      broken_ = threadLastError();
-      return r;
+      return sync_->breakComm(
+          fail(symmarInvalidUsage,
+               "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, dtype, op or "
+               "place in the order; every rank must make the same calls in the same order",
+               commRank(p), other_call ? "not a lamport call" : "another lamport call", commRank(rank_)),
+          sched::nextEpoch(sync_->epoch()));
     }
     if (res == symmarSuccess) {
-      res = waitUntil(p, [slot, trailer] { return !empty(slot + trailer + 3); }, "the end of a lamport call");
+      res = sync_->waitUntil(p, [slot, trailer] { return !empty(slot + trailer + 3); }, "the end of a lamport call");
     }
-    if (res != symmarSuccess) return failCall(res);
+    if (res != symmarSuccess) return sync_->failCall(res);
     bool complete = std::memcmp(slot + trailer, sig, sizeof(sig)) == 0;  // a word still empty was never written
     for (size_t w = 0; w < words; ++w) complete = complete && slot[w] != sched::kLamportEmpty;
     if (!complete) {
-      markFailed(sched::nextEpoch(epoch_));
-      symmarResult_t r = fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", commRank(p));
-      broken_ = threadLastError();
-      return r;
+      return sync_->breakComm(fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", commRank(p)),
+                              sched::nextEpoch(sync_->epoch()));
     }
     srcs_[p] = slot;
   }
@@ -116,8 +109,8 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
   // on this call (timeout, lost peer) and returned a failure: completing it would succeed where
   // that peer did not. Looked at once every peer's data arrived, right before it is used.
   for (int i = 1; i < world_; ++i) {
-    symmarResult_t res = peerFailedCall((rank_ + i) % world_, call);
-    if (res != symmarSuccess) return failCall(res);
+    symmarResult_t res = sync_->peerFailedCall((rank_ + i) % world_, call);
+    if (res != symmarSuccess) return sync_->failCall(res);
   }
   srcs_[rank_] = heap_->lamportSlot(rank_, buf, rank_);
   reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
@@ -129,8 +122,8 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     for (int k = 0; k < 4; ++k) slot[kHeaderWord + k] = sched::kLamportEmpty;
   }
   lamport_used_[buf] = trailer + 4;
-  lamport_buf_ = (buf + 1) % sched::kLamportBuffers;
-  return acrossHosts(c, 0, c.count, nullptr);
+  sync_->advanceLamportBuffer();
+  return combineFromOutput(c, 0, c.count, nullptr);
 }
 
 }  // namespace symmar

@@ -15,12 +15,12 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
     memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
-    SYMMAR_CHECK(barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature() : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature() : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
     last_read_half_ = half;
     if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output
       reduceToPieces(c, r.size());
-      SYMMAR_CHECK(acrossHosts(c, r.begin, r.size(), nullptr, /*staged=*/true));
+      SYMMAR_CHECK(combineStaged(c, r.begin, r.size(), nullptr));
     } else {
       reduceRanks(c.recv + r.begin * c.elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
     }

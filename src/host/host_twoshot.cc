@@ -34,11 +34,11 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       memcpy(staged, src, off);
       memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
-    SYMMAR_CHECK(barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature() : 0));
-    const uint32_t start_epoch = epoch_;
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature() : 0));
+    const uint32_t start_epoch = sync_->epoch();
 
     for (int p = 0; p < world_; ++p) {
-      const uint64_t d = p == rank_ ? input_offset : peerInputOffset(p, sched::kSlotStart, start_epoch);
+      const uint64_t d = p == rank_ ? input_offset : sync_->peerInputOffset(p, sched::kSlotStart, start_epoch);
       if (p != rank_) SYMMAR_CHECK(checkPeerInputOffset(p, d, c));
       if (p == rank_) {
         srcs_[p] = src + off;
@@ -55,11 +55,11 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       // Across hosts the owned slice is this host's partial: reduced straight into the inter-host
       // stage, which writes the finished slice to the output and publishes it.
       reduceToPieces(c, mine.size());
-      SYMMAR_CHECK(acrossHosts(c, r.begin + mine.begin, mine.size(), publish, /*staged=*/true));
+      SYMMAR_CHECK(combineStaged(c, r.begin + mine.begin, mine.size(), publish));
     } else {
       reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
     }
-    SYMMAR_CHECK(barrier(sched::kSlotEnd));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
 
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;  // spread the reads over the peers

@@ -56,6 +56,9 @@ class ShmHeap {
     return bases_[rank] + stagingOffset() + sched::stagingHalfOffset(staging_bytes_, half);
   }
   char* userBase(int rank) const { return bases_[rank] + userOffset(); }
+  /// The word where a lamport slot's header starts (the slot's last vector); its last word is
+  /// written last, so a non-empty one means the header arrived.
+  static constexpr size_t kLamportHeaderWord = sched::kLamportHeaderVec * 4;
   /// Word 0 of slot `from` of lamport buffer `buffer` in rank's segment.
   uint32_t* lamportSlot(int rank, int buffer, int from) const {
     return reinterpret_cast<uint32_t*>(bases_[rank] + lamportOffset() + sched::lamportSlotOffset(buffer, from, world_));

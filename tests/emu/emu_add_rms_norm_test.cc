@@ -71,7 +71,7 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
     calls.push_back(call);
   }
   ASSERT_TRUE(comm.runAddRmsNorm(calls, c.two_shot));
-  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "rank " << r;
+  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
   const char* r_out = static_cast<const char*>(calls[0].residual_out);
   const char* n_out = static_cast<const char*>(calls[0].norm_out);
   const double tol = tolerance(c.dtype);

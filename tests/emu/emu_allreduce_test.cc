@@ -87,7 +87,8 @@ TEST_P(Kernels, MatchFloat64ReferenceOnEveryRank) {
   }
   ASSERT_TRUE(comm.run(call)) << "no kernel for this case";
   for (int r = 0; r < c.world; ++r) {
-    ASSERT_EQ(comm.status(r)[0], 0) << "rank " << r << " reported a failure (peer " << comm.status(r)[1] << ")";
+    ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0)
+        << "rank " << r << " reported a failure (peer " << comm.status(r)[gpu::kStatusPeer] << ")";
     EXPECT_TRUE(sends[static_cast<size_t>(r)]->guardsIntact()) << "rank " << r << " wrote outside its input";
     EXPECT_TRUE(recvs[static_cast<size_t>(r)]->guardsIntact()) << "rank " << r << " wrote outside its output";
   }

@@ -48,7 +48,7 @@ TEST(PushBarrier, GridsThatChangeFromCallToCall) {
           c.recv.push_back(recv[static_cast<size_t>(r)].data());
         }
         ASSERT_TRUE(comm.run(c));
-        for (int r = 0; r < 3; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "call " << n << " rank " << r;
+        for (int r = 0; r < 3; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "call " << n << " rank " << r;
         ASSERT_EQ(checkOutputs(symmarFloat32, symmarSum, count, 3, n, c.recv), "")
             << "call " << n << " count " << count << " " << symmarAlgoName(algo);
         ++n;
@@ -92,10 +92,11 @@ TEST(PushBarrier, PeersStopWaitingAsSoonAsAFailedRankSaysSo) {
   // failed because of rank 2 (its failed word can arrive first). At least one names rank 2.
   bool named = false;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(comm.status(r)[0], symmarPeerFailure) << "rank " << r;
-    EXPECT_TRUE(comm.status(r)[1] == 2 || comm.status(r)[1] == 1 - r) << "rank " << r << ": " << comm.status(r)[1];
-    EXPECT_EQ(comm.status(r)[3], gpu::kReasonPeerFailed) << "rank " << r;
-    named = named || comm.status(r)[1] == 2;
+    EXPECT_EQ(comm.status(r)[gpu::kStatusCode], symmarPeerFailure) << "rank " << r;
+    const int peer = comm.status(r)[gpu::kStatusPeer];
+    EXPECT_TRUE(peer == 2 || peer == 1 - r) << "rank " << r << ": " << peer;
+    EXPECT_EQ(comm.status(r)[gpu::kStatusReason], gpu::kReasonPeerFailed) << "rank " << r;
+    named = named || peer == 2;
   }
   EXPECT_TRUE(named) << "the failed rank is named";
 }

@@ -184,7 +184,7 @@ std::string CallRunner::call(symmarAlgo_t algo, symmarDataType_t dt, symmarRedOp
   }
   if (!comm_.run(c)) return "no kernel";
   for (int r = 0; r < comm_.world(); ++r) {
-    if (comm_.status(r)[0] != 0) return "rank " + std::to_string(r) + " reported a failure";
+    if (comm_.status(r)[gpu::kStatusCode] != 0) return "rank " + std::to_string(r) + " reported a failure";
   }
   return checkOutputs(dt, op, count, comm_.world(), n, c.recv);
 }

@@ -151,7 +151,8 @@ class DriftRank {
       if (error_.empty() && failed() && first_failed_ < 0) first_failed_ = n;
       if (error_.empty() && failed() && !expect_failures_) {
         error_ = "call " + std::to_string(k) + ": rank " + std::to_string(rank_) + " reported failure " +
-                 std::to_string(comm_.status(rank_)[0]) + " (reason " + std::to_string(comm_.status(rank_)[3]) + ")";
+                 std::to_string(comm_.status(rank_)[gpu::kStatusCode]) + " (reason " +
+                 std::to_string(comm_.status(rank_)[gpu::kStatusReason]) + ")";
       }
       progress_->done[static_cast<size_t>(rank_)].store(n + 1);
     }
@@ -164,7 +165,7 @@ class DriftRank {
 
  private:
   /// The comm reported a failure (sticky: every later call fails too, and its outputs are not checked).
-  bool failed() const { return comm_.status(rank_)[0] != 0; }
+  bool failed() const { return comm_.status(rank_)[gpu::kStatusCode] != 0; }
   /// Random pauses: most calls follow at once, some after a few yields, a few after up to 0.5 ms.
   void pause() {
     const uint32_t x = rng_() % 100;

@@ -62,13 +62,13 @@ TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
   holdAt(pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart), sizeof(uint32_t));
   std::thread rank1([&] { comm.launchOn(1, l1); });
   comm.launchOn(0, l0);
-  EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "rank 0 gave up waiting for rank 1's done flag";
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's done flag";
   for (size_t i = 0; i < kCount; ++i) storeAs(symmarFloat32, sym, i, 1e6);  // rank 0's stream reuses its input
   g_released.store(true, std::memory_order_release);
   rank1.join();
   setAccessHook(nullptr);
-  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 reduced rank 0's abandoned input and reported success";
-  EXPECT_EQ(comm.status(1)[1], 0) << "rank 1 names rank 0";
+  EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 reduced rank 0's abandoned input and reported success";
+  EXPECT_EQ(comm.status(1)[gpu::kStatusPeer], 0) << "rank 1 names rank 0";
 }
 
 // lamport: rank 1 has passed its entry check but is held before it pushes its data; rank 0 pushes
@@ -93,11 +93,11 @@ TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
   holdAt(slot, sched::kLamportSlotBytes);
   std::thread rank1([&] { comm.launchOn(1, l1); });
   comm.launchOn(0, l0);
-  EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "rank 0 gave up waiting for rank 1's data";
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's data";
   g_released.store(true, std::memory_order_release);
   rank1.join();
   setAccessHook(nullptr);
-  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 completed a call rank 0 had failed";
+  EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 completed a call rank 0 had failed";
 }
 
 // After a failure, a fused call (as a replayed graph would make it) writes NaN over all three of
@@ -112,7 +112,7 @@ TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
   std::vector<char> a(4096), b(4096);
   EmuCall c{symmarAlgoOneShot, symmarFloat32, symmarSum, 512, {a.data(), b.data()}, {a.data(), b.data()}};
   ASSERT_TRUE(comm.run(c, {0}));  // rank 1 never comes: rank 0 times out
-  ASSERT_EQ(comm.status(0)[0], symmarTimeout);
+  ASSERT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout);
   const size_t tokens = 3, hidden = 100, n = tokens * hidden;
   std::vector<std::vector<uint16_t>> in(2, std::vector<uint16_t>(n)), res(2, std::vector<uint16_t>(n + 8, 0x1234)),
       norm = res;
@@ -125,7 +125,7 @@ TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
   }
   ASSERT_TRUE(comm.runAddRmsNorm(calls, true));
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(comm.status(r)[0], 0) << "rank " << r;
+    EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(res[r][i], 0x7fc0) << "rank " << r << " residual " << i;
       ASSERT_EQ(norm[r][i], 0x7fc0) << "rank " << r << " norm " << i;

@@ -59,7 +59,7 @@ TEST_P(HostStaged, MatchFloat64ReferenceOnEveryRank) {
     call.recv.push_back(c.mode == 1 ? s : recv[static_cast<size_t>(r)].data() + offset);
   }
   ASSERT_TRUE(comm.run(call));
-  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "rank " << r;
+  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
   EXPECT_EQ(checkOutputs(c.dtype, c.op, c.count, c.world, 0, call.recv), "");
 }
 

@@ -73,7 +73,7 @@ TEST_P(Lamport, MatchesFloat64ReferenceOnEveryRank) {
   EmuComm comm(o);
   const auto out = runLamport(comm, c.dtype, c.op, c.count, c.mode,
                               [&](int r, char* s) { fillInput(c.dtype, s, c.count, r, 0); });
-  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[0], 0) << "rank " << r;
+  for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
   std::vector<void*> recv;
   for (auto& b : out) recv.push_back(const_cast<char*>(b.data()));
   EXPECT_EQ(checkOutputs(c.dtype, c.op, c.count, c.world, 0, recv), "");
@@ -138,7 +138,7 @@ TEST(LamportValues, SignedZerosNanInfAndTheEmptyPattern) {
       std::memcpy(s + 2 * 3, &neg_zero, 2);
     });
     for (int r = 0; r < 3; ++r) {
-      ASSERT_EQ(comm.status(r)[0], 0);
+      ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0);
       uint16_t bits;
       std::memcpy(&bits, h[static_cast<size_t>(r)].data() + 6, 2);
       EXPECT_EQ(bits, 0x0000u) << "rank " << r << ": -0.0 sent as +0.0";
@@ -188,15 +188,15 @@ TEST(LamportFailure, ARankThatNeverWritesTimesOutTheOthers) {
   ASSERT_TRUE(comm.run(c, {0, 1}));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(comm.status(r)[0], symmarTimeout) << "rank " << r;
-    EXPECT_EQ(comm.status(r)[1], 2) << "rank " << r << " names the rank that never wrote";
+    EXPECT_EQ(comm.status(r)[gpu::kStatusCode], symmarTimeout) << "rank " << r;
+    EXPECT_EQ(comm.status(r)[gpu::kStatusPeer], 2) << "rank " << r << " names the rank that never wrote";
   }
   // The failure is sticky: a replay with every rank launching reads nothing and writes NaN over its
   // output (the 1,000 elements of the call, nothing after them).
   for (auto& b : buf) std::memset(b.data(), 0x5a, b.size());
   ASSERT_TRUE(comm.run(c));
   for (int r = 0; r < 3; ++r) {
-    EXPECT_NE(comm.status(r)[0], 0) << "rank " << r;
+    EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
     const std::vector<char>& b = buf[static_cast<size_t>(r)];
     for (size_t i = 0; i < 1000; ++i) {
       uint32_t w;
@@ -242,9 +242,9 @@ TEST(LamportFailure, AMismatchedCallFailsOnEveryRank) {
                                            symmarAlgoLamport);
   const void* k = gpu::kernelOf(symmarAlgoLamport, symmarFloat32, symmarSum, false);
   runConcurrently({Launch{k, 1, a0, nullptr, gpu::kLamportThreads}, Launch{k, 1, a1, nullptr, gpu::kLamportThreads}});
-  EXPECT_NE(comm.status(0)[0], 0) << "rank 0 saw rank 1's header: another count";
-  EXPECT_NE(comm.status(1)[0], 0) << "rank 1 saw rank 0's header (or its failure)";
-  EXPECT_TRUE(comm.status(0)[3] == gpu::kReasonCallMismatch || comm.status(1)[3] == gpu::kReasonCallMismatch);
+  EXPECT_NE(comm.status(0)[gpu::kStatusCode], 0) << "rank 0 saw rank 1's header: another count";
+  EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 saw rank 0's header (or its failure)";
+  EXPECT_TRUE(comm.status(0)[gpu::kStatusReason] == gpu::kReasonCallMismatch || comm.status(1)[gpu::kStatusReason] == gpu::kReasonCallMismatch);
 }
 
 // Programmatic dependent launch: the kernels start while "the previous grid" still writes their
@@ -271,7 +271,7 @@ TEST(Pdl, EveryKernelWaitsForTheGridBeforeReadingInput) {
     });
     ASSERT_TRUE(comm.run(c));
     producer.join();
-    for (int r = 0; r < 3; ++r) ASSERT_EQ(comm.status(r)[0], 0);
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0);
     EXPECT_EQ(checkOutputs(symmarFloat32, symmarSum, kCount, 3, 9, c.recv), "") << symmarAlgoName(algo);
   }
 }

@@ -66,8 +66,8 @@ TEST(Protocol, RankThatNeverLaunchesTimesOutTheOthers) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(secs, 10.0) << "kernels must exit within their bounded spins";
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(comm.status(r)[0], symmarTimeout) << "rank " << r;
-      EXPECT_EQ(comm.status(r)[1], 2) << "rank " << r << " must name the missing peer";
+      EXPECT_EQ(comm.status(r)[gpu::kStatusCode], symmarTimeout) << "rank " << r;
+      EXPECT_EQ(comm.status(r)[gpu::kStatusPeer], 2) << "rank " << r << " must name the missing peer";
     }
   }
 }
@@ -90,8 +90,8 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   const gpu::KernelArgs a0 =
       gpu::makeKernelArgs(comm.context(0), send.data(), recv.data(), 512, symmarFloat32, symmarAlgoTwoShot);
   runConcurrently({Launch{gpu::kernelOf(symmarAlgoTwoShot, symmarFloat32, symmarSum, false), 1, a0}});
-  EXPECT_EQ(comm.status(0)[0], symmarPeerFailure);
-  EXPECT_EQ(comm.status(0)[1], 1);
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarPeerFailure);
+  EXPECT_EQ(comm.status(0)[gpu::kStatusPeer], 1);
 }
 
 }  // namespace emu
@@ -120,16 +120,16 @@ TEST(Protocol, AfterATimeoutEveryKernelExitsAtEntryWithNanOutputs) {
       c.recv.push_back(recv[static_cast<size_t>(r)].data());
     }
     ASSERT_TRUE(comm.run(c, {0}));  // rank 1 is late: rank 0 gives up
-    ASSERT_EQ(comm.status(0)[0], symmarTimeout);
+    ASSERT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout);
     for (int r = 0; r < 2; ++r) {
       fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), kCount, r, 1);
       std::memset(recv[static_cast<size_t>(r)].data(), 0x5a, kCount * 4);
     }
     ASSERT_TRUE(comm.run(c));  // the replay: both ranks launch
-    EXPECT_EQ(comm.status(0)[0], symmarTimeout) << "the first failure stays";
-    EXPECT_EQ(comm.status(1)[0], symmarPeerFailure) << symmarAlgoName(algo);
-    EXPECT_EQ(comm.status(1)[1], 0) << "rank 1 names the rank that had failed";
-    EXPECT_EQ(comm.status(1)[3], gpu::kReasonPeerFailed);
+    EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "the first failure stays";
+    EXPECT_EQ(comm.status(1)[gpu::kStatusCode], symmarPeerFailure) << symmarAlgoName(algo);
+    EXPECT_EQ(comm.status(1)[gpu::kStatusPeer], 0) << "rank 1 names the rank that had failed";
+    EXPECT_EQ(comm.status(1)[gpu::kStatusReason], gpu::kReasonPeerFailed);
     for (int r = 0; r < 2; ++r) {
       for (size_t i = 0; i < kCount; ++i) {
         uint32_t w;

@@ -179,12 +179,16 @@ TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
 
 namespace {
 
-// Rank 1's transport sends a settings record with a staging size of 0 (the 32-byte exchange of
-// staging, heap, chunk and start epoch at comm creation): what a broken or foreign peer would send.
+// Rank 1's transport sends a creation record with a staging size of 0: what a broken or foreign
+// peer would send. The record (comm_init.cc) is 72 bytes: backend kind and padding, then staging,
+// heap, chunk and start epoch, the process identity and a nonce.
+constexpr size_t kCreationRecordBytes = 72;
+constexpr size_t kStagingOffset = 8;
+
 int corruptingAllGather(const void* send, void* recv, size_t bytes, void* user) {
   auto* gr = static_cast<GroupRank*>(user);
   std::vector<char> record(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
-  if (gr->rank == 1 && bytes == 4 * sizeof(uint64_t)) memset(record.data(), 0, sizeof(uint64_t));
+  if (gr->rank == 1 && bytes == kCreationRecordBytes) memset(record.data() + kStagingOffset, 0, sizeof(uint64_t));
   return gr->group->allgather(record.data(), recv, bytes, gr->rank);
 }
 
