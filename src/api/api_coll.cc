@@ -19,7 +19,6 @@ symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, sy
 
 symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                          symmarAlgo_t algo, symmarComm* comm, void* stream, const char* fn) {
-  SYMMAR_CHECK(checkComm(comm));
   // Count 0 is a successful call that moves no data (buffers may be NULL); backends that can
   // check call matching still take part in it (docs/integration.md, failure semantics).
   if (count > 0) SYMMAR_CHECK(checkBuffers(send, recv, count, dtype, fn));
@@ -81,7 +80,7 @@ symmarResult_t symmarGroupEnd(void) {
 
 symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                symmarRedOp_t op, symmarComm_t comm, void* stream) {
-  return guardedComm(comm, [&] {
+  return guardedCollective(comm, [&] {
     SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarAllReduce"));
     return allReduce(sendbuf, recvbuf, count, dtype, op, symmarAlgoAuto, comm, stream, "symmarAllReduce");
   });
@@ -89,7 +88,7 @@ symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count,
 
 symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream) {
-  return guardedComm(comm, [&] {
+  return guardedCollective(comm, [&] {
     SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarAllReduceAlgo"));
     if (!validAlgo(rawEnum(algo))) {
       return fail(symmarInvalidArgument, "symmarAllReduceAlgo: invalid algorithm %d", rawEnum(algo));
@@ -100,8 +99,7 @@ symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t co
 
 symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                               symmarAlgo_t* algo) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     if (!algo) return fail(symmarInvalidArgument, "symmarCommPlan: algo is NULL");
     SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarCommPlan"));
     *algo = commPlan(comm, count, dtype, op);
@@ -111,8 +109,7 @@ symmarResult_t symmarCommPlan(symmarComm_t comm, size_t count, symmarDataType_t 
 }
 
 symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     if (!ptr) return fail(symmarInvalidArgument, "symmarMemAlloc: ptr is NULL");
     *ptr = nullptr;
     if (bytes == 0) return fail(symmarInvalidArgument, "symmarMemAlloc: bytes is 0");
@@ -123,8 +120,7 @@ symmarResult_t symmarMemAlloc(symmarComm_t comm, size_t bytes, void** ptr) {
 }
 
 symmarResult_t symmarMemFree(symmarComm_t comm, void* ptr) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     if (!ptr) return fail(symmarInvalidArgument, "symmarMemFree: ptr is NULL");
     symmarResult_t res = comm->backend->memFree(ptr);
     noteFailure(comm, res);

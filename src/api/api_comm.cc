@@ -127,8 +127,7 @@ symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo) {
 }
 
 symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     if (!nccl_comm) return fail(symmarInvalidArgument, "symmarCommAdoptNccl: nccl_comm is NULL");
     symmarResult_t res = comm->backend->adoptNccl(nccl_comm);
     if (res == symmarInvalidUsage && threadLastError().empty()) {
@@ -140,8 +139,7 @@ symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm) {
 
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void*),
                                      void* user) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     if (!fn) return fail(symmarInvalidArgument, "symmarCommSetFallback: fn is NULL");
     if (comm->gpu()) return fail(symmarInvalidUsage, "symmarCommSetFallback: a GPU comm uses NCCL");
     if (comm->fallback_release) comm->fallback_release(comm->fallback_user);

@@ -104,7 +104,6 @@ symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn
 
 symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm* comm, void* stream,
                           const char* fn) {
-  SYMMAR_CHECK(checkComm(comm));
   SYMMAR_CHECK(checkArgs(args, fn));
   AddRmsNormCall c = toCall(*args);
   const bool across_hosts = comm->placement.hosts > 1;
@@ -135,14 +134,14 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
 extern "C" {
 
 symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream) {
-  return guardedComm(comm, [&] {
+  return guardedCollective(comm, [&] {
     return addRmsNorm(args, symmarAlgoAuto, comm, stream, "symmarAllReduceAddRmsNorm");
   });
 }
 
 symmarResult_t symmarAllReduceAddRmsNormAlgo(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm_t comm,
                                              void* stream) {
-  return guardedComm(comm, [&] {
+  return guardedCollective(comm, [&] {
     if (!validAlgo(rawEnum(algo))) {
       return fail(symmarInvalidArgument, "symmarAllReduceAddRmsNormAlgo: invalid algorithm %d", rawEnum(algo));
     }

@@ -62,8 +62,7 @@ symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, in
 
 symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchangeFn fn, void (*release)(void*),
                                       void* user, const char* name) {
-  return guardedComm(comm, [&] {
-    SYMMAR_CHECK(checkComm(comm));
+  return guardedCollective(comm, [&] {
     const HostPlacement& p = comm->placement;
     // What every rank sees alike is refused at once, without a collective step.
     if (p.hosts == 1) return fail(symmarUnsupported, "symmarCommSetInterHost: every rank of this comm is on one host");

@@ -63,6 +63,9 @@ class CommUse {
   symmarResult_t result_ = symmarSuccess;
 };
 
+/// Checks that a live comm is usable for a collective: not failed by an earlier timeout or peer loss.
+symmarResult_t checkComm(symmarComm* comm);
+
 /// guarded() for an entry point that takes a comm: the comm must be live for the whole call.
 template <typename F>
 symmarResult_t guardedComm(symmarComm* comm, F&& body) {
@@ -73,8 +76,15 @@ symmarResult_t guardedComm(symmarComm* comm, F&& body) {
   });
 }
 
-/// Checks that a live comm is usable for a collective: not failed by an earlier timeout or peer loss.
-symmarResult_t checkComm(symmarComm* comm);
+/// guardedComm() for a collective (or anything that must not run on a failed comm): the comm must
+/// also be usable (checkComm).
+template <typename F>
+symmarResult_t guardedCollective(symmarComm* comm, F&& body) {
+  return guardedComm(comm, [&] {
+    SYMMAR_CHECK(checkComm(comm));
+    return body();
+  });
+}
 /// Empties a destroyed comm and keeps it allocated for the next 1,024 destroys, so a stale handle
 /// gets symmarInvalidUsage instead of touching freed memory.
 void buryComm(symmarComm* comm);
