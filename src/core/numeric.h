@@ -5,8 +5,8 @@
 //
 // The scalar conversions and the element access compile for the device too (SYMMAR_HD); the
 // kernels themselves convert with CUDA's intrinsics (cuda/vec.cuh), which round finite values the
-// same way. The tests check both against independent references (tests/e4m3_reference.h, CUDA's
-// own host conversions in tests/emu and tests/gpu), never against this file.
+// same way. The tests check both against references written from the IEEE definitions
+// (tests/common/reference.h, tests/e4m3_reference.h), never against this file.
 #pragma once
 #include <cmath>
 #include <cstddef>

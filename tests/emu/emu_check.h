@@ -1,14 +1,12 @@
-// Inputs and the independent float64 reference for emulated allreduce cases.
+// Inputs and the float64 reference for emulated allreduce cases, from tests/common/reference.h:
+// independent of the kernels' code and of the library's own conversions.
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cstdint>
+#include <cstddef>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/reference.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
@@ -21,57 +19,18 @@ inline int longRunCalls() {
   return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
 }
 
-/// Converts a value to the dtype's bits (round to nearest even) and back, with CUDA's own host
-/// conversions: independent of the kernels' code.
-inline void storeAs(symmarDataType_t dt, void* dst, size_t i, double v) {
-  switch (dt) {
-    case symmarFloat32: {
-      float f = static_cast<float>(v);
-      std::memcpy(static_cast<char*>(dst) + 4 * i, &f, 4);
-      break;
-    }
-    case symmarFloat16: {
-      uint16_t b = __half_as_ushort(__float2half_rn(static_cast<float>(v)));
-      std::memcpy(static_cast<char*>(dst) + 2 * i, &b, 2);
-      break;
-    }
-    default: {
-      uint16_t b = __bfloat16_as_ushort(__float2bfloat16_rn(static_cast<float>(v)));
-      std::memcpy(static_cast<char*>(dst) + 2 * i, &b, 2);
-      break;
-    }
-  }
-}
-inline double loadAs(symmarDataType_t dt, const void* src, size_t i) {
-  switch (dt) {
-    case symmarFloat32: {
-      float f;
-      std::memcpy(&f, static_cast<const char*>(src) + 4 * i, 4);
-      return f;
-    }
-    case symmarFloat16: {
-      uint16_t b;
-      std::memcpy(&b, static_cast<const char*>(src) + 2 * i, 2);
-      return __half2float(__ushort_as_half(b));
-    }
-    default: {
-      uint16_t b;
-      std::memcpy(&b, static_cast<const char*>(src) + 2 * i, 2);
-      return __bfloat162float(__ushort_as_bfloat16(b));
-    }
-  }
-}
+/// Stores v as element i of dst, rounded to dt (round to nearest even), by the reference.
+inline void storeAs(symmarDataType_t dt, void* dst, size_t i, double v) { testref::storeElement(dst, dt, i, v); }
+/// Element i of src as a double, by the reference.
+inline double loadAs(symmarDataType_t dt, const void* src, size_t i) { return testref::loadElement(src, dt, i); }
 
 /// Small integers (exact in every dtype, and so are their sums over 8 ranks), varied by rank,
 /// index and call.
-inline double inputValue(int rank, size_t i, int call) {
-  return static_cast<double>(static_cast<int>((rank * 131 + i * 7 + (i >> 9) + static_cast<size_t>(call) * 3) % 17) -
-                             8);
-}
+inline double inputValue(int rank, size_t i, int call) { return testref::smallIntInput(rank, i, call); }
 
 /// Fills rank r's input of count elements.
 inline void fillInput(symmarDataType_t dt, void* dst, size_t count, int rank, int call) {
-  for (size_t i = 0; i < count; ++i) storeAs(dt, dst, i, inputValue(rank, i, call));
+  testref::fillSmallInts(dt, dst, count, rank, call);
 }
 
 /// Checks every rank's output against the float64 reduction of the inputs and that all ranks hold

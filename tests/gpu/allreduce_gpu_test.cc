@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 #include <tuple>
 
 #include "gpu_test_util.h"
@@ -29,7 +28,7 @@ struct Buffers {
 };
 
 std::vector<size_t> testCounts(symmarDataType_t t) {
-  return {0, 1, 2, 3, 7, 1000, 65537, (size_t{1} << 20) + 3, 5 * (kStaging / elemSize(t)) + 3};
+  return {0, 1, 2, 3, 7, 1000, 65537, (size_t{1} << 20) + 3, 5 * (kStaging / testref::elementSize(t)) + 3};
 }
 constexpr size_t kMaxBytes = ((size_t{1} << 20) + 64) * 4;
 
@@ -69,7 +68,7 @@ void freeBuffers(const LocalWorld& w, Buffers* b) {
 std::string runCase(const LocalWorld& w, const Buffers& b, int mode, symmarAlgo_t algo, symmarDataType_t t,
                     symmarRedOp_t op, size_t count, uint32_t seed) {
   const int n = w.size();
-  const size_t es = elemSize(t);
+  const size_t es = testref::elementSize(t);
   const size_t bytes = count * es;
   const size_t shift = mode == kUnaligned ? es : 0;  // element-aligned, not vector-aligned
   const bool in_place = mode == kInPlace || mode == kSymmetricIn;
@@ -96,7 +95,7 @@ std::string runCase(const LocalWorld& w, const Buffers& b, int mode, symmarAlgo_
   }
   if (cudaError_t e = w.sync(); e != cudaSuccess) return std::string("stream sync: ") + cudaGetErrorString(e);
   if (count == 0) return "";
-  const std::vector<double> ref = reference(t, op, in, count);
+  const std::vector<double> ref = testref::reduceBuffers(t, op, in, count);
   std::vector<unsigned char> first(bytes), out(bytes);
   for (int r = 0; r < n; ++r) {
     std::vector<unsigned char>& dst = r == 0 ? first : out;
@@ -107,15 +106,7 @@ std::string runCase(const LocalWorld& w, const Buffers& b, int mode, symmarAlgo_
       return "rank " + std::to_string(r) + " differs from rank 0 at element " + std::to_string(i);
     }
   }
-  for (size_t i = 0; i < count; ++i) {
-    const double got = elemAt(t, first, i);
-    if (!(std::abs(got - ref[i]) <= tolerance(t, ref[i], n))) {
-      std::ostringstream os;
-      os << "element " << i << ": got " << got << ", expected " << ref[i];
-      return os.str();
-    }
-  }
-  return "";
+  return testref::checkResult(t, first.data(), ref.data(), count, n, testref::Match::kSumTolerance);
 }
 
 void sweep(const LocalWorld& w, symmarAlgo_t algo) {
@@ -129,7 +120,7 @@ void sweep(const LocalWorld& w, symmarAlgo_t algo) {
         if (algo == symmarAlgoMultimem && t == symmarFloat32 && op != symmarSum) continue;
         for (size_t count : testCounts(t)) {
           // lamport serves messages up to its limit only; larger ones are refused by design.
-          if (algo == symmarAlgoLamport && count * elemSize(t) > SYMMAR_LAMPORT_MAX_BYTES) continue;
+          if (algo == symmarAlgoLamport && count * testref::elementSize(t) > SYMMAR_LAMPORT_MAX_BYTES) continue;
           std::string err = runCase(w, b, mode, algo, t, op, count, ++seed);
           ASSERT_EQ("", err) << symmarAlgoName(algo) << " world " << w.size() << " dtype " << t << " op " << op
                              << " count " << count << " " << modeName(mode);

@@ -59,7 +59,7 @@ void runChain(const char* pdl) {
   std::vector<void*> gamma(world);
   std::vector<std::vector<std::vector<unsigned char>>> in(calls.size());
   const size_t hidden = 7168;
-  const std::vector<uint16_t> ones(hidden, floatToBf16(1.0f));
+  const std::vector<uint16_t> ones(hidden, testref::floatToBf16(1.0f));
   for (int r = 0; r < world; ++r) {
     CUDA_OK(devAlloc(&gamma[r], hidden * 2));
     CUDA_OK(cudaMemcpy(gamma[r], ones.data(), hidden * 2, cudaMemcpyHostToDevice));
@@ -67,7 +67,7 @@ void runChain(const char* pdl) {
   for (size_t k = 0; k < calls.size(); ++k) {
     const ChainCall& c = calls[k];
     const symmarDataType_t t = c.algo == symmarAlgoAuto ? symmarBfloat16 : c.dtype;
-    const size_t bytes = c.count * elemSize(t);
+    const size_t bytes = c.count * testref::elementSize(t);
     for (int r = 0; r < world; ++r) {
       in[k].push_back(makeInput(t, c.count, r, static_cast<uint32_t>(k + 1)));
       CUDA_OK(devAlloc(&send[k][r], bytes));
@@ -108,9 +108,9 @@ void runChain(const char* pdl) {
   for (size_t k = 0; k < calls.size(); ++k) {
     const ChainCall& c = calls[k];
     const symmarDataType_t t = c.algo == symmarAlgoAuto ? symmarBfloat16 : c.dtype;
-    const size_t bytes = c.count * elemSize(t);
+    const size_t bytes = c.count * testref::elementSize(t);
     // The fused call's residual_out is the plain sum (no residual in): the same reference.
-    const std::vector<double> ref = reference(t, symmarSum, in[k], c.count);
+    const std::vector<double> ref = testref::reduceBuffers(t, symmarSum, in[k], c.count);
     std::vector<unsigned char> first(bytes), out(bytes);
     for (int r = 0; r < world; ++r) {
       std::vector<unsigned char>& dst = r == 0 ? first : out;
@@ -120,7 +120,8 @@ void runChain(const char* pdl) {
       }
     }
     for (size_t i = 0; i < c.count; ++i) {
-      ASSERT_LE(std::abs(elemAt(t, first, i) - ref[i]), tolerance(t, ref[i], world))
+      const double got = testref::loadElement(first.data(), t, i);
+      ASSERT_LE(std::abs(got - ref[i]), testref::sumTolerance(t, ref[i], world))
           << "call " << k << " (" << (c.algo == symmarAlgoAuto ? "fused" : symmarAlgoName(c.algo)) << ", count "
           << c.count << ") element " << i;
     }
@@ -160,12 +161,13 @@ TEST(GpuEpochs, LamportCallNumberWraps) {
       SYMMAR_OK(symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, algo, w.comm(r), w.stream(r)));
     }
     CUDA_OK(w.sync());
-    const std::vector<double> ref = reference(symmarFloat32, symmarSum, in, count);
+    const std::vector<double> ref = testref::reduceBuffers(symmarFloat32, symmarSum, in, count);
     for (int r = 0; r < world; ++r) {
       std::vector<unsigned char> out(count * 4);
       CUDA_OK(cudaMemcpy(out.data(), buf[r], count * 4, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_LE(std::abs(elemAt(symmarFloat32, out, i) - ref[i]), tolerance(symmarFloat32, ref[i], world))
+        const double got = testref::loadElement(out.data(), symmarFloat32, i);
+        ASSERT_LE(std::abs(got - ref[i]), testref::sumTolerance(symmarFloat32, ref[i], world))
             << "call " << it << " rank " << r << " element " << i;
       }
     }
@@ -181,7 +183,7 @@ TEST(GpuFused, TwoShotFp8OddHidden) {
   ASSERT_TRUE(w.ok()) << w.error();
   for (symmarDataType_t t : {symmarFloat16, symmarFloat32}) {
     for (size_t hidden : {size_t(7), size_t(4097)}) {
-      const size_t tokens = 5, n = tokens * hidden, es = elemSize(t);
+      const size_t tokens = 5, n = tokens * hidden, es = testref::elementSize(t);
       std::vector<void*> in(2), res(2), norm(2), gamma(2), q(2);
       for (int r = 0; r < 2; ++r) {
         const std::vector<unsigned char> x = makeInput(t, n, r, 7);

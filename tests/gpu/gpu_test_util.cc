@@ -1,13 +1,7 @@
 #include "gpu_test_util.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 namespace symmar_gpu_test {
@@ -82,58 +76,14 @@ cudaError_t LocalWorld::sync() const {
   return first;
 }
 
-// CUDA's own host conversions (round to nearest even): independent of the library's converters.
-uint16_t floatToBf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-float bf16ToFloat(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-float halfToFloat(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-uint16_t floatToHalf(float f) { return __half_as_ushort(__float2half_rn(f)); }
-
-size_t elemSize(symmarDataType_t t) { return t == symmarFloat32 ? 4 : 2; }
-
 std::vector<unsigned char> makeInput(symmarDataType_t t, size_t count, int rank, uint32_t seed) {
-  std::vector<unsigned char> buf(count * elemSize(t));
+  std::vector<unsigned char> buf(count * testref::elementSize(t));
   for (size_t i = 0; i < count; ++i) {
-    // Multiples of 1/8 in [-4, 4): exact in bf16 and fp16, and so are sums of up to 8 of them.
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ (static_cast<uint32_t>(rank) + 1) * 40503u ^ seed;
     h ^= h >> 13;
-    float v = static_cast<float>(static_cast<int>(h % 64u) - 32) / 8.0f;
-    if (t == symmarFloat32) std::memcpy(&buf[i * 4], &v, 4);
-    else {
-      uint16_t b = t == symmarFloat16 ? floatToHalf(v) : floatToBf16(v);
-      std::memcpy(&buf[i * 2], &b, 2);
-    }
+    testref::storeElement(buf.data(), t, i, static_cast<double>(static_cast<int>(h % 64u) - 32) / 8.0);
   }
   return buf;
-}
-
-double elemAt(symmarDataType_t t, const std::vector<unsigned char>& buf, size_t i) {
-  if (t == symmarFloat32) {
-    float f;
-    std::memcpy(&f, &buf[i * 4], 4);
-    return f;
-  }
-  uint16_t b;
-  std::memcpy(&b, &buf[i * 2], 2);
-  return t == symmarFloat16 ? halfToFloat(b) : bf16ToFloat(b);
-}
-
-std::vector<double> reference(symmarDataType_t t, symmarRedOp_t op, const std::vector<std::vector<unsigned char>>& in,
-                              size_t count) {
-  std::vector<double> out(count);
-  for (size_t i = 0; i < count; ++i) {
-    double acc = elemAt(t, in[0], i);
-    for (size_t r = 1; r < in.size(); ++r) {
-      double v = elemAt(t, in[r], i);
-      acc = op == symmarSum ? acc + v : op == symmarMax ? std::max(acc, v) : std::min(acc, v);
-    }
-    out[i] = acc;
-  }
-  return out;
-}
-
-double tolerance(symmarDataType_t t, double ref, int world) {
-  const double eps = t == symmarFloat32 ? 1.2e-7 : t == symmarFloat16 ? 9.8e-4 : 7.9e-3;
-  return eps * (std::fabs(ref) + 1.0) * world;
 }
 
 }  // namespace symmar_gpu_test

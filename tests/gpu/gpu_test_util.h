@@ -1,5 +1,5 @@
 // Helpers of the GPU tests: skipping without a GPU, a local world of comms (one CUDA stream per
-// rank), host-side fp16/bf16 conversion, test data and the float64 reference.
+// rank) and test data; the float64 reference is common/reference.h.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/reference.h"
 #include "symmar/symmar.h"
 
 namespace symmar_gpu_test {
@@ -56,20 +57,9 @@ cudaError_t devAlloc(T** p, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(p), bytes);
 }
 
-/// Element bits <-> float on the host (round to nearest even), for f32/f16/bf16.
-uint16_t floatToHalf(float f);
-float halfToFloat(uint16_t h);
-uint16_t floatToBf16(float f);
-float bf16ToFloat(uint16_t b);
-size_t elemSize(symmarDataType_t t);
-/// Host buffer of count elements of dtype holding rank r's test input (values exact in every type).
+/// Host buffer of count elements of dtype (f32/f16/bf16) holding rank r's test input: multiples of
+/// 1/8 in [-4, 4), exact in every type, and so are sums of up to 8 of them. Conversions, the float64
+/// reference and the tolerances come from common/reference.h (namespace testref).
 std::vector<unsigned char> makeInput(symmarDataType_t t, size_t count, int rank, uint32_t seed);
-/// Element i of a typed host buffer as double.
-double elemAt(symmarDataType_t t, const std::vector<unsigned char>& buf, size_t i);
-/// float64 reference of the allreduce of every rank's input.
-std::vector<double> reference(symmarDataType_t t, symmarRedOp_t op, const std::vector<std::vector<unsigned char>>& in,
-                              size_t count);
-/// Absolute tolerance for one element of a result of magnitude |ref| summed over world ranks.
-double tolerance(symmarDataType_t t, double ref, int world);
 
 }  // namespace symmar_gpu_test

@@ -33,11 +33,13 @@ TEST(GpuCoSchedule, RanksSharingAGpuKeepTheKernels) {
                                   w.stream(r)));
   }
   CUDA_OK(w.sync());
-  const std::vector<double> ref = reference(symmarFloat32, symmarSum, in, count);
+  const std::vector<double> ref = testref::reduceBuffers(symmarFloat32, symmarSum, in, count);
   std::vector<unsigned char> out(count * 4);
   for (int r = 0; r < 4; ++r) {
     CUDA_OK(cudaMemcpy(out.data(), buf[r], count * 4, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < count; ++i) ASSERT_EQ(ref[i], elemAt(symmarFloat32, out, i)) << "rank " << r << " i " << i;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(ref[i], testref::loadElement(out.data(), symmarFloat32, i)) << "rank " << r << " i " << i;
+    }
     cudaFree(buf[r]);
   }
 }
@@ -133,12 +135,13 @@ TEST(GpuHostStaged, P2pOffRunsTheKernelsThroughHostMemory) {
       SYMMAR_OK(symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, algo, w.comm(r), w.stream(r)));
     }
     CUDA_OK(w.sync());
-    const std::vector<double> ref = reference(symmarFloat32, symmarSum, in, count);
+    const std::vector<double> ref = testref::reduceBuffers(symmarFloat32, symmarSum, in, count);
     std::vector<unsigned char> out(count * 4);
     for (int r = 0; r < 3; ++r) {
       CUDA_OK(cudaMemcpy(out.data(), buf[r], count * 4, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(ref[i], elemAt(symmarFloat32, out, i)) << symmarAlgoName(algo) << " rank " << r << " i " << i;
+        ASSERT_EQ(ref[i], testref::loadElement(out.data(), symmarFloat32, i))
+            << symmarAlgoName(algo) << " rank " << r << " i " << i;
       }
       cudaFree(buf[r]);
     }

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/numeric.h"
-#include "e4m3_reference.h"
+#include "common/reference.h"
 #include "mp/mp_util.h"
 
 namespace {
@@ -45,11 +44,11 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
   std::vector<uint8_t> q(n);
   for (size_t t = 0; t < s.tokens; ++t) {
     for (size_t i = 0; i < s.hidden; ++i) {
-      symmar::storeElement(in.data(), s.dtype, t * s.hidden + i, inputAt(rank, t, i));
-      symmar::storeElement(res.data(), s.dtype, t * s.hidden + i, residualAt(t, i));
+      testref::storeElement(in.data(), s.dtype, t * s.hidden + i, inputAt(rank, t, i));
+      testref::storeElement(res.data(), s.dtype, t * s.hidden + i, residualAt(t, i));
     }
   }
-  for (size_t i = 0; i < s.hidden; ++i) symmar::storeElement(gamma.data(), s.dtype, i, gammaAt(i));
+  for (size_t i = 0; i < s.hidden; ++i) testref::storeElement(gamma.data(), s.dtype, i, gammaAt(i));
   const std::vector<char> res_copy = res;
   symmarAddRmsNormArgs_t a{};
   a.input = in.data();
@@ -74,13 +73,9 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
   for (size_t t = 0; t < s.tokens; ++t) {
     double ss = 0;
     for (size_t i = 0; i < s.hidden; ++i) {
-      double want = s.residual ? symmar::loadElement(res_copy.data(), s.dtype, t * s.hidden + i) : 0.0;
-      for (int r = 0; r < world; ++r) {
-        std::vector<char> one(elem);
-        symmar::storeElement(one.data(), s.dtype, 0, inputAt(r, t, i));
-        want += symmar::loadElement(one.data(), s.dtype, 0);
-      }
-      const double got = symmar::loadElement(r_out, s.dtype, t * s.hidden + i);
+      double want = s.residual ? testref::loadElement(res_copy.data(), s.dtype, t * s.hidden + i) : 0.0;
+      want += testref::reduceRanks(s.dtype, symmarSum, world, [&](int r) { return inputAt(r, t, i); });
+      const double got = testref::loadElement(r_out, s.dtype, t * s.hidden + i);
       if (std::fabs(got - want) > tol * std::fabs(want) + 1e-6 && wrong++ < 3) {
         fprintf(stderr, "%s: residual[%zu,%zu] = %g, expected %g\n", name(s).c_str(), t, i, got, want);
       }
@@ -88,9 +83,9 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
     }
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.hidden) + 1e-6);
     for (size_t i = 0; i < s.hidden; ++i) {
-      const double r = symmar::loadElement(r_out, s.dtype, t * s.hidden + i);
-      const double want = r * inv * symmar::loadElement(gamma.data(), s.dtype, i);
-      const double got = symmar::loadElement(n_out, s.dtype, t * s.hidden + i);
+      const double r = testref::loadElement(r_out, s.dtype, t * s.hidden + i);
+      const double want = r * inv * testref::loadElement(gamma.data(), s.dtype, i);
+      const double got = testref::loadElement(n_out, s.dtype, t * s.hidden + i);
       if (std::fabs(got - want) > tol * std::fabs(want) + 1e-5 && wrong++ < 3) {
         fprintf(stderr, "%s: norm[%zu,%zu] = %g, expected %g\n", name(s).c_str(), t, i, got, want);
       }
@@ -107,12 +102,7 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
       }
     }
   }
-  uint64_t h = 1469598103934665603ull;
-  for (const char* p : {r_out, n_out}) {
-    for (size_t b = 0; b < n * elem; ++b) h = (h ^ static_cast<unsigned char>(p[b])) * 1099511628211ull;
-  }
-  for (uint8_t b : q) h = (h ^ b) * 1099511628211ull;
-  *digest = h;
+  *digest = testref::digest(q.data(), n, testref::digest(n_out, n * elem, testref::digest(r_out, n * elem)));
   return wrong;
 }
 

@@ -21,14 +21,14 @@
 #include <thread>
 #include <vector>
 
-#include "core/numeric.h"
+#include "common/reference.h"
 #include "symmar/symmar_mpi.h"
 
 namespace {
 
 int g_rank = 0, g_world = 0;
 
-double valueOf(symmarDataType_t t, const unsigned char* p) { return symmar::loadElement(p, t, 0); }
+double valueOf(symmarDataType_t t, const unsigned char* p) { return testref::loadElement(p, t, 0); }
 
 /// Fractional values (sums round differently in another order) for floats, mixed signs for int32.
 std::vector<unsigned char> input(symmarDataType_t t, size_t count, int rank, uint32_t seed) {
@@ -39,7 +39,7 @@ std::vector<unsigned char> input(symmarDataType_t t, size_t count, int rank, uin
     x = x * 1664525u + 1013904223u;
     const double v = t == symmarInt32 ? static_cast<double>(static_cast<int32_t>(x >> 8) % 100000)
                                       : (static_cast<double>(x >> 9) / (1 << 23) - 0.5) * 8.0;
-    symmar::storeElement(buf.data(), t, i, v);
+    testref::storeElement(buf.data(), t, i, v);
   }
   return buf;
 }
@@ -69,12 +69,6 @@ double tolerance(symmarDataType_t t) {
   const double eps =
       t == symmarFloat64 ? 0x1p-52 : (t == symmarFloat32 ? 0x1p-23 : (t == symmarFloat16 ? 0x1p-10 : 0x1p-7));
   return 4.0 * g_world * g_world * eps * 2;
-}
-
-uint64_t digest(const std::vector<unsigned char>& b) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : b) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 bool allAgree(bool ok) {
@@ -117,7 +111,7 @@ std::string checkCase(symmarComm_t comm, bool flat, symmarDataType_t t, symmarRe
     }
   }
   // Every rank joins the comparison, whatever happened on it.
-  uint64_t mine = refused ? 0 : digest(got);
+  uint64_t mine = refused ? 0 : testref::digest(got.data(), got.size());
   std::vector<uint64_t> all(static_cast<size_t>(g_world));
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
   for (uint64_t x : all) {

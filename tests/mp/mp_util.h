@@ -40,9 +40,11 @@ struct Case {
 };
 std::string describe(const Case& c);
 
-/// Fills inputs for rank, runs the allreduce, checks every element against a float64 reference
-/// (exact for integer data), and returns the number of errors (first few printed to stderr).
-/// *digest receives an FNV-1a hash of the output bytes for the cross-rank comparison.
+/// Fills inputs for rank (testref::smallIntInput or fractionalInput), runs the allreduce, checks
+/// every element against the float64 reference of common/reference.h (exact for integer data and
+/// max/min, within testref::sumTolerance for fractional sums), and returns the number of errors
+/// (first few printed to stderr). *digest receives a hash of the output bytes for the cross-rank
+/// comparison.
 int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* digest);
 
 /// The case matrix of the host tests for a given staging size (counts include several times the staging buffer).
