@@ -50,7 +50,7 @@ symmarResult_t CudaBackend::resolveSettings() {
   } else {
     device_ = s.device;
   }
-  // Every size and the start epoch arrive agreed across ranks (api_comm.cc); the floor and the
+  // Every size and the start epoch arrive agreed across ranks (comm_init.cc); the floor and the
   // rounding below are the same on every rank, so the layouts stay equal.
   timeout_ms_ = s.timeout_ms;
   pdl_ = envNumber("SYMMAR_PDL") != 0;  // on sm_90+ only: see init
