@@ -1,0 +1,61 @@
+// A rank that arrives late at a call its peer failed (timed out, then destroyed its comm or not;
+// on one host or across hosts) fails that call too: it never returns success for a call its peers
+// did not complete.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include "fault/fault_util.h"
+#include "fault/shm_inter_host.h"
+#include "mp/mp_util.h"
+
+using fault::checkedAllReduce;
+using fault::initCpu;
+using fault::sleepMs;
+
+namespace {
+
+constexpr int kTimeoutMs = 1000;
+
+// Rank 0 times out on a one-shot call rank 1 has not made yet; rank 1 makes it later. Rank 1 must
+// fail it too: rank 0 abandoned the call (its flag and staging are no contribution). On two hosts
+// rank 0's inter-host record still reaches rank 1 (as a sent MPI message does), and rank 1 must
+// not take it for a completed exchange.
+void lateRankCase(bool destroy_after_failure, bool two_hosts = false) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  fault::ShmInterHost engine(2);
+  auto status = mp::runForked(2, [&](int rank) {
+    if (two_hosts) setenv("SYMMAR_HOST_ID", rank ? "b" : "a", 1);
+    symmarComm_t comm = initCpu(id, 2, rank, kTimeoutMs);
+    if (!comm) return 10;
+    if (two_hosts && engine.install(comm, rank) != symmarSuccess) return 15;
+    bool wrong = false;
+    if (rank == 0) {
+      symmarResult_t res = checkedAllReduce(comm, 0, 2, 4, 0, &wrong, symmarAlgoOneShot);
+      if (res != symmarTimeout) return 11;
+      if (!destroy_after_failure) sleepMs(2 * kTimeoutMs + 500);
+      return symmarCommDestroy(comm) == symmarSuccess ? 0 : 12;
+    }
+    sleepMs(kTimeoutMs + 500);
+    symmarResult_t res = checkedAllReduce(comm, 1, 2, 4, 0, &wrong, symmarAlgoOneShot);
+    if (res == symmarSuccess) {
+      fprintf(stderr, "rank 1: completed a call rank 0 had failed (%s)\n", wrong ? "wrong sum" : "sum happened to fit");
+      return 13;
+    }
+    // Across hosts no failed mark can be seen: the peer's missing second record times the call out.
+    if (res != (two_hosts ? symmarTimeout : symmarPeerFailure)) return 14;
+    symmarCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+}
+
+}  // namespace
+
+TEST(SilentWrong, LateRankNeverCompletesACallItsDestroyedPeerFailed) { lateRankCase(true); }
+TEST(SilentWrong, LateRankNeverCompletesACallItsLivePeerFailed) { lateRankCase(false); }
+TEST(SilentWrong, LateHostNeverCompletesACallItsPeerHostFailed) { lateRankCase(false, true); }

@@ -1,0 +1,89 @@
+// A peer's published input offset is data from another process: one outside its heap is refused
+// before anything is read through it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/schedule.h"
+#include "fault/fault_util.h"
+#include "host/shm_heap.h"
+#include "mp/mp_util.h"
+
+using fault::initCpu;
+using fault::sleepMs;
+
+namespace {
+
+// This process's own heap segment: the mapping whose header carries its pid.
+char* ownSegment() {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (!maps) return nullptr;
+  char line[512];
+  char* found = nullptr;
+  while (!found && fgets(line, sizeof(line), maps)) {
+    if (!strstr(line, "symmar-heap")) continue;
+    unsigned long lo = 0;
+    if (sscanf(line, "%lx-", &lo) != 1) continue;
+    auto* header = reinterpret_cast<symmar::SegmentHeader*>(lo);
+    if (header->pid == getpid()) found = reinterpret_cast<char*>(lo);
+  }
+  fclose(maps);
+  return found;
+}
+
+// The call signature a host two-shot publishes for (count, f32, sum) as call number `call` of its
+// comm: the protocol's FNV-1a over (count, dtype, op, algorithm), never 0, then over the call number.
+uint64_t twoShotSignature(size_t count, uint32_t call) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t v :
+       {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum}, uint64_t{symmarAlgoTwoShot}}) {
+    h = (h ^ v) * 1099511628211ull;
+  }
+  return (((h | 1) ^ call) * 1099511628211ull) | 1;
+}
+
+}  // namespace
+
+// A hostile rank 1 arrives at rank 0's two-shot barrier with an input offset far outside its
+// heap. Rank 0 must refuse it (symmarPeerFailure), not read outside the mapping.
+TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefused) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  constexpr size_t kCount = 4096;
+  auto status = mp::runForked(2, [&](int rank) {
+    symmarComm_t comm = initCpu(id, 2, rank, 2000);
+    if (!comm) return 10;
+    if (rank == 1) {
+      char* seg = ownSegment();
+      if (!seg) return 20;
+      namespace sched = symmar::sched;
+      const uint32_t epoch = 1;  // the first barrier after a start epoch of 0, of the first call (number 1)
+      uint32_t* flag =
+          reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
+      auto* words = reinterpret_cast<char*>(flag);
+      const uint64_t input_offset = uint64_t{1} << 40;
+      const uint64_t sig = twoShotSignature(kCount, 1);
+      memcpy(words + sched::paritySlotOffset(epoch, 0), &input_offset, sizeof(input_offset));
+      memcpy(words + sched::paritySlotOffset(epoch, 1), &sig, sizeof(sig));
+      __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);
+      sleepMs(3000);
+      return 0;
+    }
+    std::vector<float> buf(kCount, 1.0f);
+    symmarResult_t res =
+        symmarAllReduceAlgo(buf.data(), buf.data(), kCount, symmarFloat32, symmarSum, symmarAlgoTwoShot, comm, nullptr);
+    std::string err = symmarGetLastError(comm);
+    if (res != symmarPeerFailure || err.find("input offset") == std::string::npos) {
+      fprintf(stderr, "rank 0: %s: %s\n", symmarGetErrorString(res), err.c_str());
+      return 11;
+    }
+    symmarCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+}
