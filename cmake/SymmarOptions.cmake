@@ -48,3 +48,5 @@ if(SYMMAR_WITH_MPI)
     set(SYMMAR_WITH_MPI OFF)
   endif()
 endif()
+
+include(${CMAKE_CURRENT_LIST_DIR}/SymmarHighway.cmake)

@@ -67,6 +67,14 @@ if [ -z "${GTEST_SRC:-}" ]; then
   if [ -f "$ROOT/third_party/googletest/CMakeLists.txt" ]; then GTEST_SRC=$ROOT/third_party/googletest
   else GTEST_SRC=/usr/src/googletest; fi
 fi
+# Highway from third_party/ (scripts/prepare-offline-deps.sh) where the machine has none: found by
+# the configure step, and its runtime library by every binary.
+HWY_PREFIX=()
+for hwy_lib in "$ROOT"/third_party/highway/lib/*/; do
+  [ -d "$hwy_lib" ] || continue
+  export LD_LIBRARY_PATH="${hwy_lib%/}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  HWY_PREFIX=(-DCMAKE_PREFIX_PATH="$ROOT/third_party/highway")
+done
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # NCCL for the fallback: the pip wheel's library when no system one is configured.
 if [ -z "${SYMMAR_NCCL_LIB:-}" ]; then
@@ -86,7 +94,8 @@ else
   step "configure (arch $CUDA_ARCH)" configure.log 120 \
     cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
     -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DSYMMAR_BUILD_TESTS=ON -DSYMMAR_BUILD_BENCHMARKS=ON \
-    -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_WERROR="${WERROR:-OFF}" -DSYMMAR_GTEST_SRC="$GTEST_SRC" && configured=1
+    -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_WERROR="${WERROR:-OFF}" -DSYMMAR_GTEST_SRC="$GTEST_SRC" "${HWY_PREFIX[@]}" \
+    && configured=1
 fi
 
 if [ $configured -eq 1 ] && [ $built -eq 0 ]; then

@@ -2,7 +2,7 @@
 # Installs the Debian packages symmar builds and tests with (skips what is already there).
 # The CUDA toolkit (nvcc) is expected under /usr/local/cuda; without it the host backend still builds.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev nlohmann-json3-dev libhwy-dev
           libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy python3-pytest python3-matplotlib
           python3-venv clang libclang-rt-14-dev)
 missing=()

@@ -1,6 +1,8 @@
 // Element-wise reduction of N rank buffers on the CPU: dst[i] = op(src[0][i], ..., src[N-1][i]),
-// always in rank order, fp32 accumulation for fp16/bf16, in blocks the compiler vectorises. The
-// element conversions are those of core/numeric.h.
+// always in rank order, fp32 accumulation for fp16/bf16 (rounded once at the end), with SIMD chosen
+// at run time (simd_reduce.h). The element conversions round as core/numeric.h does; the result is
+// the same bits on every CPU. Sum NaNs (acc + x): x quieted if x is NaN, else acc quieted, or the
+// negative default NaN for inf - inf; max/min: acc > x ? acc : x and acc < x ? acc : x; int32 sums wrap.
 #pragma once
 #include <cstddef>
 

@@ -1,0 +1,29 @@
+// The SIMD kernels behind reduceRanks (host_reduce.h), written once with Google Highway and compiled
+// for every x86 (SSE4, AVX2, AVX-512) or Arm (NEON, SVE) target it knows; the best target the CPU
+// supports is chosen at run time, so one binary runs anywhere and never executes an instruction the
+// CPU lacks. Every target gives the same bits (see simd_reduce.cc).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "symmar/symmar.h"
+
+namespace symmar {
+
+/// reduceRanks' contract (host_reduce.h), at the best target this CPU supports.
+void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
+                     symmarRedOp_t op);
+
+/// @name Targets, for the tests: each must give the same bits.
+/// @{
+/// The targets compiled in that this CPU supports (Highway's HWY_* target bits).
+std::vector<int64_t> simdReduceTargets();
+/// Restricts dispatch to target (one of simdReduceTargets()); 0 restores the normal choice.
+void simdReduceForceTarget(int64_t target);
+/// The target simdReduceRanks runs at now, and its name.
+int64_t simdReduceCurrentTarget();
+const char* simdReduceTargetName(int64_t target);
+/// @}
+
+}  // namespace symmar
