@@ -1,5 +1,5 @@
-// CUDA-graph replay, bounded waits (a rank that never calls), epoch wrap, the NCCL fallback and
-// the topology a shared-GPU comm reports.
+// Calls replayed and repeated: a CUDA graph replayed a hundred times, the epochs across their wrap,
+// the NCCL fallback on one rank and as the first call inside a capture.
 #include <cstdlib>
 #include <cstring>
 
@@ -13,18 +13,6 @@ std::vector<float> hostFloats(size_t count, int rank) {
   std::vector<float> f(count);
   std::memcpy(f.data(), b.data(), b.size());
   return f;
-}
-
-TEST(GpuTopology, SharedGpuReportsPeerLink) {
-  SKIP_WITHOUT_GPU();
-  LocalWorld w({0, 0, 0}, 10000, 0);
-  ASSERT_TRUE(w.ok()) << w.error();
-  symmarTopology_t topo;
-  SYMMAR_OK(symmarCommTopology(w.comm(0), &topo));
-  EXPECT_EQ(3, topo.world_size);
-  EXPECT_GE(topo.cc_major, 7);
-  EXPECT_EQ(symmarLinkNvLink, topo.link) << "ranks on one GPU share local memory";
-  EXPECT_EQ(0, topo.multicast) << "a multicast object cannot bind one GPU twice";
 }
 
 /// 100 replays of one captured graph per rank: the barrier epochs advance on the device.
@@ -80,33 +68,6 @@ TEST(GpuGraph, HundredReplays) {
       cudaFree(buf[r]);
     }
   }
-}
-
-/// Rank 0 never calls: the others' kernels give up after timeout_ms and the comm reports it.
-TEST(GpuFailure, MissingRankTimesOut) {
-  SKIP_WITHOUT_GPU();
-  const int world = 3;
-  const size_t count = 4096;
-  LocalWorld w(std::vector<int>(world, 0), 1000, 0);
-  ASSERT_TRUE(w.ok()) << w.error();
-  std::vector<float*> buf(world);
-  for (int r = 0; r < world; ++r) CUDA_OK(devAlloc(&buf[r], count * sizeof(float)));
-  for (int r = 1; r < world; ++r) {
-    SYMMAR_OK(symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, symmarAlgoOneShot, w.comm(r),
-                                  w.stream(r)));
-  }
-  CUDA_OK(w.sync());  // returns because every device wait is bounded
-  for (int r = 1; r < world; ++r) {
-    symmarResult_t async = symmarSuccess;
-    SYMMAR_OK(symmarCommGetAsyncError(w.comm(r), &async));
-    EXPECT_EQ(symmarTimeout, async) << "rank " << r;
-    symmarResult_t next = symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, symmarAlgoOneShot,
-                                              w.comm(r), w.stream(r));
-    EXPECT_TRUE(next == symmarTimeout || next == symmarInvalidUsage) << symmarGetErrorString(next);
-    EXPECT_NE(std::string::npos, std::string(symmarGetLastError(w.comm(r))).find("ms"))
-        << symmarGetLastError(w.comm(r));
-  }
-  for (int r = 0; r < world; ++r) cudaFree(buf[r]);
 }
 
 /// Barrier epochs near 2^32 wrap during the run and keep working.
@@ -165,16 +126,35 @@ TEST(GpuNccl, WorldOne) {
   cudaFree(buf);
 }
 
-/// A CUDA failure symmar reports in its own result does not surface again in the caller's next
-/// cudaGetLastError (where it would blame the caller's own launch).
-TEST(GpuErrors, AFailureSymmarReportsIsNotLeftInTheRuntimesLastError) {
+// The NCCL communicator exists from comm creation, so the first NCCL-served call may be captured.
+TEST(GpuNccl, FirstCallInsideACapture) {
   SKIP_WITHOUT_GPU();
   LocalWorld w({0}, 20000, 0);
   ASSERT_TRUE(w.ok()) << w.error();
-  CUDA_OK(cudaSetDevice(w.device(0)));
-  void* p = nullptr;
-  EXPECT_EQ(symmarMemAlloc(w.comm(0), size_t{1} << 52, &p), symmarOutOfMemory) << symmarGetLastError(w.comm(0));
-  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  const size_t count = 1000;
+  float* buf = nullptr;
+  CUDA_OK(devAlloc(&buf, count * 4));
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 13) - 6.0f;
+  CUDA_OK(cudaMemcpyAsync(buf, in.data(), count * 4, cudaMemcpyHostToDevice, w.stream(0)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(w.stream(0), cudaStreamCaptureModeThreadLocal));
+  const symmarResult_t res = symmarAllReduceAlgo(buf, buf, count, symmarFloat32, symmarSum, symmarAlgoNccl, w.comm(0),
+                                                 w.stream(0));
+  const std::string why = symmarGetLastError(w.comm(0));
+  CUDA_OK(cudaStreamEndCapture(w.stream(0), &graph));
+  if (res == symmarUnsupported) GTEST_SKIP() << "NCCL not loadable: " << why;
+  ASSERT_EQ(symmarSuccess, res) << why;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, w.stream(0)));
+  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+  CUDA_OK(cudaMemcpy(out.data(), buf, count * 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(0, std::memcmp(in.data(), out.data(), count * 4)) << "one rank: the sum is the input";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(buf);
 }
 
 }  // namespace
