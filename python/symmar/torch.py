@@ -3,6 +3,7 @@
     import torch.distributed as dist, symmar.torch
     comm = symmar.torch.from_process_group(group, device="cpu")   # or symmar.Comm.from_process_group
     comm.all_reduce_(tensor, op=dist.ReduceOp.SUM)                 # in place; MAX, MIN, AVG too
+    torch.ops.symmar.all_reduce_(tensor, symmar.ops.handle(comm))  # the same as a custom op (torch.compile)
 
 The comm is bootstrapped through the group's own allgather (no extra port or rendezvous), bounded
 by the comm's timeout. CPU tensors need device="cpu" (the host backend); CUDA tensors a GPU comm,
@@ -24,6 +25,7 @@ from ._args import config, effective_timeout_ms
 from ._gather import CallbackAllGather
 
 _runtime.enable_torch(torch)
+from . import ops  # noqa: E402,F401  registers torch.ops.symmar.* (custom ops for torch.compile)
 
 # Collectives that gave up on their deadline are still owned by the process group's worker
 # thread: their tensors must stay valid until it lets go (for the process's life, at worst).

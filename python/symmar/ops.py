@@ -1,0 +1,112 @@
+"""symmar's collectives as torch custom ops, so that torch.compile(fullgraph=True) traces through them
+(imported by symmar.torch; importing either registers the ops):
+
+    h = symmar.ops.handle(comm)                        # an int that names the comm inside a graph
+    torch.ops.symmar.all_reduce_(x, h)                 # in place; op="sum"|"max"|"min"|"avg"
+    y = torch.ops.symmar.all_reduce(x, h, "max")       # out of place
+    res, norm = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, residual, h, 1e-6)
+
+A graph cannot hold a Comm object, so the ops take an int handle and look the comm up here. The
+registry holds comms weakly: a handle never keeps a comm alive, and a handle whose comm was
+collected raises ValueError. A closed comm raises the binding's own SymmarError (comm is closed).
+The ops call Comm.all_reduce_ / all_reduce / all_reduce_add_rms_norm, so every check on the
+tensors stays in the binding; the fake implementations give shapes and dtypes only.
+"""
+import itertools
+import threading
+import weakref
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("symmar.ops needs PyTorch (pip install torch)") from e
+
+from . import _core
+
+_lock = threading.Lock()  # ranks may be threads of one process, each registering its comm
+_next = itertools.count(1)  # 0 is never a handle: a zeroed int does not name a comm by accident
+_comms = {}  # handle -> weakref to the Comm
+_handles = weakref.WeakKeyDictionary()  # Comm -> its handle, so handle(comm) is stable
+
+
+def handle(comm):
+    """The int that names comm in torch.ops.symmar calls (the same int on every call for one comm).
+    Registering does not keep the comm alive."""
+    if not isinstance(comm, _core.Comm):
+        raise TypeError("handle() takes a symmar.Comm, not %s" % type(comm).__name__)
+    with _lock:
+        h = _handles.get(comm)
+        if h is None:
+            h = next(_next)
+
+            def forget(_ref, h=h):
+                with _lock:
+                    _comms.pop(h, None)
+
+            _comms[h] = weakref.ref(comm, forget)
+            _handles[comm] = h
+        return h
+
+
+def comm_of(h):
+    """The Comm registered under handle h; ValueError for a handle that names none (never made by
+    handle(), or its comm was garbage-collected)."""
+    ref = _comms.get(h)
+    comm = ref() if ref is not None else None
+    if comm is None:
+        raise ValueError("symmar op: no comm has handle %r (make one with symmar.ops.handle(comm) and keep the "
+                         "comm alive while graphs use it)" % (h,))
+    return comm
+
+
+# The ops are defined with Library.define and Python kernels for the CPU and CUDA keys, not with
+# torch.library.custom_op: custom_op wraps every call in Python-level autograd and version-counter
+# handling, about 25 us per eager call here against under 5 us for this route
+# (python/benchmarks/op_overhead.py), several times the allreduce of a small tensor. There is no
+# autograd kernel: a backward through an op gets torch's "not registered" warning and no gradient.
+# The schemas spell `int comm`, so dynamo keeps the handle as a constant of the graph.
+_lib = torch.library.Library("symmar", "FRAGMENT")
+_increment_version = torch.autograd.graph.increment_version
+
+
+def _op(schema, kernel, fake):
+    name = schema[:schema.index("(")]
+    _lib.define(schema)
+    for key in ("CPU", "CUDA"):
+        _lib.impl(name, kernel, key)
+    torch.library.register_fake("symmar::" + name, fake, lib=_lib)
+
+
+def _all_reduce_(x, comm, op="sum"):
+    """In place: x holds the allreduce across the comm's ranks (Comm.all_reduce_)."""
+    comm_of(comm).all_reduce_(x, op=op)
+    # What torch's own in-place ops do: autograd then refuses a backward that saved x's old value.
+    _increment_version(x)
+
+
+def _all_reduce(x, comm, op="sum"):
+    """A new contiguous tensor with the allreduce of x (Comm.all_reduce); x is only read."""
+    # A functional op may copy its input: a strided x (which the binding refuses) is made dense
+    # here, and the result is contiguous either way, as the fake says.
+    return comm_of(comm).all_reduce(x.contiguous(), op=op)
+
+
+def _all_reduce_add_rms_norm(x, gamma, residual, comm, eps=1e-6, algo="auto"):
+    """(residual_out, norm_out) = (allreduce_sum(x) + residual, RMSNorm(residual_out) * gamma), both
+    new contiguous tensors like x (Comm.all_reduce_add_rms_norm without fp8). Functional: compiled
+    graphs reuse buffers themselves, so the binding's in-place forms are not needed here."""
+    dense = [t.contiguous() if t is not None else None for t in (x, gamma, residual)]
+    res_out, norm_out = comm_of(comm).all_reduce_add_rms_norm(dense[0], dense[1], eps=eps, residual=dense[2],
+                                                              algo=algo)
+    return res_out, norm_out
+
+
+def _empty(x):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+_op('all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()', _all_reduce_, lambda x, comm, op="sum": None)
+_op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambda x, comm, op="sum": _empty(x))
+_op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
+    'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
+    lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)))

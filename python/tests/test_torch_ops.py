@@ -1,0 +1,214 @@
+"""torch.ops.symmar (symmar.ops): the custom ops that let torch.compile(fullgraph=True) trace through
+symmar. Ranks are launched by torch.multiprocessing.spawn over a gloo group, as in test_torch.py;
+the one-process checks use a one-rank host comm.
+
+Inputs are small integers, so every sum, product and max below is exact in float32 and bfloat16
+whatever the summation order: compiled, eager and gloo results must agree bit for bit. Inductor
+compiles C++ on this CPU (tens of seconds cold on two cores), so it runs in one multi-rank case;
+the other runs aot_eager, which traces the same graph (dynamo + functionalization) without codegen.
+"""
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (CI installs it in its cached venv)")
+dist = pytest.importorskip("torch.distributed", reason="this PyTorch has no torch.distributed")
+if not dist.is_available():
+    pytest.skip("this PyTorch was built without torch.distributed", allow_module_level=True)
+
+import torch.multiprocessing as tmp  # noqa: E402
+
+import symmar  # noqa: E402
+import symmar.torch  # noqa: E402,F401  registers torch.ops.symmar
+from symmar import ops  # noqa: E402
+
+TIMEOUT_MS = 20000
+DTYPES = ["float32", "bfloat16"]
+
+
+def _ints(rank, shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed * 131 + rank)
+    return torch.randint(-8, 9, shape, generator=g).to(getattr(torch, dtype))
+
+
+def _model(reduce_, reduce):
+    """Tensor math around an in-place and an out-of-place allreduce; reduce_/reduce are either the
+    symmar ops or torch.distributed's, so the same function gives the reference."""
+    def f(x):
+        y = x * 2 + 1
+        reduce_(y)                    # an intermediate, reduced in place
+        z = reduce(y * 3, "max")
+        return y.relu() + z, y - 1
+    return f
+
+
+def _graph_input_model(reduce_):
+    def g(x):
+        reduce_(x)                    # a graph input mutated in place: the caller must see it
+        return x * 2
+    return g
+
+
+def _dist_reduce(t, op="sum"):
+    dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op])
+
+
+def _dist_out(t, op="sum"):
+    t = t.clone()
+    _dist_reduce(t, op)
+    return t
+
+
+def _compile_rank(rank, nranks, store, out_dir, backend):
+    """Every check on one rank; failures are collected (a rank must not stop early: its peers would
+    wait for its collectives) and written to out_dir/rank.json."""
+    failures, checked = [], 0
+    try:
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=nranks)
+        comm = symmar.Comm.from_process_group(None, "cpu", timeout_ms=TIMEOUT_MS)
+        h = ops.handle(comm)
+        sym = _model(lambda t: torch.ops.symmar.all_reduce_(t, h), lambda t, op: torch.ops.symmar.all_reduce(t, h, op))
+        compiled = torch.compile(sym, fullgraph=True, backend=backend)
+        ref = _model(_dist_reduce, _dist_out)
+        g_sym = _graph_input_model(lambda t: torch.ops.symmar.all_reduce_(t, h))
+        g_compiled = torch.compile(g_sym, fullgraph=True, backend=backend)
+        for seed, dtype in enumerate(DTYPES):
+            case = "%s world=%d %s" % (dtype, nranks, backend)
+            x = _ints(rank, (4, 33), dtype, seed)
+            got, eager, want = compiled(x), sym(x), ref(x)
+            checked += 1
+            for name, a in (("compiled", got), ("eager", eager)):
+                for i, (u, v) in enumerate(zip(a, want)):
+                    if u.dtype != v.dtype or not torch.equal(u, v):
+                        failures.append("%s: %s output %d differs from gloo" % (case, name, i))
+            xs = [x.clone() for _ in range(3)]
+            outs = [g_compiled(xs[0]), g_sym(xs[1]), _graph_input_model(_dist_reduce)(xs[2])]
+            if not all(torch.equal(t, xs[2]) for t in xs[:2]) or not all(torch.equal(o, outs[2]) for o in outs[:2]):
+                failures.append(case + ": a mutated graph input differs from gloo's in-place result")
+        # the fused op against the binding's own call, eager and compiled (aot_eager: no codegen)
+        fused = torch.compile(lambda *a: torch.ops.symmar.all_reduce_add_rms_norm(*a), fullgraph=True,
+                              backend="aot_eager")
+        for seed, dtype in enumerate(DTYPES, 10):
+            x, res = _ints(rank, (3, 64), dtype, seed), _ints(rank, (3, 64), dtype, seed + 50)
+            gamma = _ints(0, (64,), dtype, seed + 99)  # the same weights on every rank
+            want = comm.all_reduce_add_rms_norm(x, gamma, eps=1e-5, residual=res)
+            for name, fn in (("op", torch.ops.symmar.all_reduce_add_rms_norm), ("compiled op", fused)):
+                got = fn(x, gamma, res, h, 1e-5)
+                if not all(torch.equal(u, v) for u, v in zip(got, want)):
+                    failures.append("fused %s %s world=%d differs from the binding" % (name, dtype, nranks))
+        comm.close()
+        dist.destroy_process_group()
+    except BaseException as e:  # reported, then the process exits with an error
+        failures.append("exception: %r" % e)
+    with open(os.path.join(out_dir, "%d.json" % rank), "w") as f:
+        json.dump({"failures": failures, "checked": checked}, f)
+
+
+@pytest.mark.parametrize("nranks,backend", [(2, "inductor"), (4, "aot_eager")])
+def test_compiled_ops_match_eager_and_gloo(nranks, backend, tmp_path):
+    tmp.spawn(_compile_rank, args=(nranks, str(tmp_path / "store"), str(tmp_path), backend), nprocs=nranks,
+              join=True)
+    for r in range(nranks):
+        with open(tmp_path / ("%d.json" % r)) as f:
+            res = json.load(f)
+        assert not res["failures"], "rank %d:\n%s" % (r, "\n".join(res["failures"][:20]))
+        assert res["checked"] == len(DTYPES)
+
+
+# ---- one process, one rank ----
+
+@pytest.fixture
+def comm():
+    (c,) = symmar.Comm.init_all(1, devices=["cpu"])
+    yield c
+    c.close()
+
+
+def test_schemas_declare_the_mutation():
+    assert str(torch.ops.symmar.all_reduce_.default._schema) == \
+        'symmar::all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()'
+    assert str(torch.ops.symmar.all_reduce.default._schema) == \
+        'symmar::all_reduce(Tensor x, int comm, str op="sum") -> Tensor'
+    fused = torch.ops.symmar.all_reduce_add_rms_norm.default._schema
+    assert not any(a.alias_info is not None and a.alias_info.is_write for a in fused.arguments)
+    assert len(fused.returns) == 2
+
+
+def test_opcheck(comm):
+    h = ops.handle(comm)
+    x = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    for op, args in ((torch.ops.symmar.all_reduce_.default, (x.clone(), h)),
+                     (torch.ops.symmar.all_reduce_.default, (x.clone().bfloat16(), h, "max")),
+                     (torch.ops.symmar.all_reduce.default, (x, h)),
+                     (torch.ops.symmar.all_reduce.default, (x.t(), h, "avg")),  # strided: made dense
+                     (torch.ops.symmar.all_reduce_add_rms_norm.default, (x, torch.ones(6), x + 1, h, 1e-5)),
+                     (torch.ops.symmar.all_reduce_add_rms_norm.default, (x.bfloat16(), torch.ones(6).bfloat16(),
+                                                                         None, h))):
+        torch.library.opcheck(op, args)  # schema, fake vs real, autograd registration, aot dispatch
+
+
+def test_no_graph_break_and_ops_in_the_graph(comm):
+    h = ops.handle(comm)
+    f = _model(lambda t: torch.ops.symmar.all_reduce_(t, h), lambda t, op: torch.ops.symmar.all_reduce(t, h, op))
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    explain = torch._dynamo.explain(f)(x)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1, explain.break_reasons
+    targets = {n.target for n in explain.graphs[0].graph.nodes if n.op == "call_function"}
+    assert torch.ops.symmar.all_reduce_.default in targets or torch.ops.symmar.all_reduce_ in targets
+    assert torch.ops.symmar.all_reduce.default in targets or torch.ops.symmar.all_reduce in targets
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    assert all(torch.equal(u, v) for u, v in zip(got, f(x)))  # one rank: the identity reduce
+
+
+def test_fused_op_matches_the_binding(comm):
+    h = ops.handle(comm)
+    g = torch.Generator().manual_seed(7)
+    x, res, gamma = torch.randn(5, 32, generator=g), torch.randn(5, 32, generator=g), torch.randn(32, generator=g)
+    want = comm.all_reduce_add_rms_norm(x, gamma, eps=1e-5, residual=res)
+    got = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, res, h, 1e-5)
+    assert all(torch.equal(u, v) for u, v in zip(got, want))
+    got = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, None, h)  # no residual, default eps
+    want = comm.all_reduce_add_rms_norm(x, gamma)
+    assert all(torch.equal(u, v) for u, v in zip(got, want))
+
+
+def test_handles(comm):
+    h = ops.handle(comm)
+    assert isinstance(h, int) and h > 0 and ops.handle(comm) == h and ops.comm_of(h) is comm
+    (other,) = symmar.Comm.init_all(1, devices=["cpu"])
+    h2 = ops.handle(other)
+    assert h2 != h
+    other.close()
+    with pytest.raises(symmar.SymmarError, match="closed"):
+        torch.ops.symmar.all_reduce_(torch.ones(3), h2)  # the binding's own error for a closed comm
+    del other
+    import gc
+    gc.collect()
+    with pytest.raises(ValueError, match="no comm has handle"):
+        torch.ops.symmar.all_reduce_(torch.ones(3), h2)  # the registry holds comms weakly
+    for bad in (0, 123456789):
+        with pytest.raises(ValueError, match="no comm has handle"):
+            torch.ops.symmar.all_reduce(torch.ones(3), bad)
+    with pytest.raises(TypeError):
+        ops.handle(h)
+
+
+def test_binding_checks_still_apply(comm):
+    h = ops.handle(comm)
+    with pytest.raises(ValueError):
+        torch.ops.symmar.all_reduce_(torch.zeros(8)[::2], h)  # in place on a strided tensor: refused
+    with pytest.raises(ValueError):
+        torch.ops.symmar.all_reduce_(torch.zeros(4), h, "product")
+    with pytest.raises(ValueError):
+        torch.ops.symmar.all_reduce_add_rms_norm(torch.zeros(2, 4), torch.ones(3), None, h)
+
+
+def test_in_place_op_bumps_the_version(comm):
+    h = ops.handle(comm)
+    a = torch.ones(4, requires_grad=True)
+    b = a * 1
+    y = b * b  # saves b for its backward
+    torch.ops.symmar.all_reduce_(b, h)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
