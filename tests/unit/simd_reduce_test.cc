@@ -195,10 +195,12 @@ void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alia
   std::vector<unsigned char> expect(n * es + 1);
   reference(expect.data(), srcs, n, dt, op);
 
-  std::vector<unsigned char> out((n + 2 * pad) * es + 1, 0xab), out2((n + 2 * pad) * es + 3, 0x5e);
-  unsigned char* dst = out.data() + pad * es + 1;  // element-unaligned too: byte offset 1
+  std::vector<unsigned char> out((n + 2 * pad + 1) * es, 0xab), out2((n + 2 * pad + 3) * es, 0x5e);
+  // One and three elements past the pad: aligned to the element, as symmarAllReduce requires of
+  // every buffer (checkBuffers), but not to a vector.
+  unsigned char* dst = out.data() + (pad + 1) * es;
   if (alias >= 0) dst = static_cast<unsigned char*>(const_cast<void*>(srcs[alias]));
-  unsigned char* dst2 = withDst2 ? out2.data() + pad * es + 3 : nullptr;
+  unsigned char* dst2 = withDst2 ? out2.data() + (pad + 3) * es : nullptr;
   const std::vector<unsigned char> aliasBefore = alias >= 0 ? bufs[alias] : std::vector<unsigned char>();
 
   symmar::reduceRanks(dst, dst2, srcs.data(), nsrc, n, dt, op);
@@ -215,9 +217,9 @@ void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alia
   }
   // Nothing written outside [dst, dst + n) and [dst2, dst2 + n).
   if (alias < 0) {
-    for (size_t b = 0; b < pad * es + 1; ++b)
+    for (size_t b = 0; b < (pad + 1) * es; ++b)
       if (out[b] != 0xab) report("before dst", b, &out[b]);
-    for (size_t b = (pad + n) * es + 1; b < out.size(); ++b)
+    for (size_t b = (pad + 1 + n) * es; b < out.size(); ++b)
       if (out[b] != 0xab) report("after dst", b, &out[b]);
   } else {
     const size_t off = static_cast<size_t>(dst - bufs[alias].data());
@@ -227,7 +229,7 @@ void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alia
   }
   if (dst2) {
     for (size_t b = 0; b < out2.size(); ++b)
-      if ((b < pad * es + 3 || b >= (pad + n) * es + 3) && out2[b] != 0x5e) report("around dst2", b, &out2[b]);
+      if ((b < (pad + 3) * es || b >= (pad + 3 + n) * es) && out2[b] != 0x5e) report("around dst2", b, &out2[b]);
   }
 }
 
