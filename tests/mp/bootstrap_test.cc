@@ -192,7 +192,39 @@ int corruptingAllGather(const void* send, void* recv, size_t bytes, void* user) 
   return gr->group->allgather(record.data(), recv, bytes, gr->rank);
 }
 
+// Rank 1's transport claims the cuda backend (the record's first word) while both ranks run the
+// host backend: what a peer that picked another backend sends.
+int otherBackendAllGather(const void* send, void* recv, size_t bytes, void* user) {
+  auto* gr = static_cast<GroupRank*>(user);
+  std::vector<char> record(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+  const int32_t cuda = 1;
+  if (gr->rank == 1 && bytes == kCreationRecordBytes) memcpy(record.data(), &cuda, sizeof(cuda));
+  return gr->group->allgather(record.data(), recv, bytes, gr->rank);
+}
+
 }  // namespace
+
+// Ranks that would run different backends never form a comm: the healthy rank names the peer.
+TEST(Bootstrap, APeerOnAnotherBackendFailsCreation) {
+  const int world = 2;
+  ThreadGroup group(world);
+  std::vector<GroupRank> users;
+  for (int r = 0; r < world; ++r) users.push_back({&group, r});
+  auto errors = mp::runThreads(world, [&](int rank) {
+    symmarConfig_t cfg = cpuConfig(5000);
+    symmarComm_t comm = nullptr;
+    symmarResult_t res = symmarCommInitExternal(&comm, world, rank, otherBackendAllGather, &users[rank], &cfg);
+    const std::string error = symmarGetLastError(nullptr);
+    if (comm) symmarCommDestroy(comm);
+    const bool named = error.find("rank 1 the cuda backend") != std::string::npos;
+    if (res == symmarSuccess || (rank == 0 && (res != symmarInvalidUsage || !named))) {
+      fprintf(stderr, "rank %d: %s: %s\n", rank, symmarGetErrorString(res), error.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+}
 
 // Regression: the agreed sizes took the smallest value any rank sent, unchecked; a peer sending a
 // staging size of 0 gave every rank a comm whose calls could not run. Now creation fails: the
