@@ -3,6 +3,12 @@
 # must be 0 bytes: parameters are __grid_constant__, arrays indexed by constants only). The runtime is linked statically and the driver
 # is reached through cudaGetDriverEntryPointByVersion, so nothing links libcuda.
 if(SYMMAR_WITH_CUDA)
+  # nvcc is looked for on PATH and in $CUDACXX, then where the CUDA toolkit installs by default
+  # (a `pip install .` does not inherit scripts/build.sh's PATH).
+  find_program(_symmar_nvcc nvcc)
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND NOT _symmar_nvcc AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

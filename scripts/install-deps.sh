@@ -29,3 +29,8 @@ if ! "$venv/bin/python" -c "import numpy, pytest, torch, mpi4py" >/dev/null 2>&1
   MPICC=mpicc "$venv/bin/pip" install -q --no-binary mpi4py mpi4py ||
     echo "WARNING: mpi4py not installed in $venv: its tests will skip" >&2
 fi
+# scikit-build-core: the build backend of `pip install .` (pyproject.toml), for the wheel test.
+if ! "$venv/bin/python" -c "import scikit_build_core" >/dev/null 2>&1; then
+  "$venv/bin/pip" install -q "scikit-build-core>=0.10" ||
+    echo "WARNING: scikit-build-core not installed in $venv: the wheel test will skip" >&2
+fi

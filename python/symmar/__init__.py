@@ -17,7 +17,15 @@ from ._errors import SymmarError
 from ._lib import UNIQUE_ID_BYTES, find_library, library_path
 from ._symmetric import SymmetricBuffer
 
-__version__ = "0.1.0"
+try:
+    from ._version import __version__  # written into the wheel by its CMake build
+except ImportError:  # the source tree: the version of the library in use
+
+    def __getattr__(name):
+        if name == "__version__":
+            return "%d.%d.%d" % version()
+        raise AttributeError("module 'symmar' has no attribute %r" % name)
+
 
 __all__ = [
     "Comm",

@@ -104,12 +104,18 @@ _lib_path = None
 def _candidates():
     """Where libsymmar is looked for, in order (the first that exists wins)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    # 1. a copy shipped in the package (pip install ./python copies the build tree's), or beside it
-    for folder in (here, os.path.dirname(here)):
+    # 1. the copy a wheel ships in the package (an editable install keeps it in site-packages, the
+    #    other folder of the package's __path__), or beside the package
+    package = sys.modules.get(__package__)
+    folders = list(getattr(package, "__path__", None) or [here])
+    for folder in folders + [os.path.dirname(here)]:
         yield folder
-    # 2. the source tree's build folders, for the package imported from python/ of a checkout
+    # 2. the source tree's build folders, for the package imported from python/ of a checkout:
+    #    build/ (scripts/build.sh) first, then the others (a sanitizer build cannot be loaded into
+    #    an uninstrumented python, so it must not come first)
     repo = os.path.dirname(os.path.dirname(here))
-    for build in sorted(glob.glob(os.path.join(repo, "build*", "src"))):
+    builds = sorted(glob.glob(os.path.join(repo, "build*", "src")))
+    for build in sorted(builds, key=lambda b: os.path.basename(os.path.dirname(b)) != "build"):
         yield build
     # 3. an installation (cmake --install): this environment's prefix, the usual prefixes, and
     #    $LD_LIBRARY_PATH (which ctypes.util.find_library does not read on Linux)
@@ -123,7 +129,7 @@ def _candidates():
 
 def find_library():
     """The libsymmar to load: $SYMMAR_LIBRARY; else the first libsymmar.so* in the package, the
-    source tree's build*/src, an install prefix (sys.prefix, /usr/local, /usr) or $LD_LIBRARY_PATH;
+    source tree's build/src then build*/src, an install prefix (sys.prefix, /usr/local, /usr) or $LD_LIBRARY_PATH;
     else the loader's own search (ctypes.util.find_library), else plain "libsymmar.so.0"."""
     env = os.environ.get("SYMMAR_LIBRARY")
     if env:

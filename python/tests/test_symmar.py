@@ -478,7 +478,28 @@ def test_allgather_callback_failure_is_reported():
 
 
 def test_library_lookup(monkeypatch):
+    symmar.version()  # loaded before $SYMMAR_LIBRARY is pointed elsewhere
     monkeypatch.setenv("SYMMAR_LIBRARY", "/some/where/libsymmar.so")
     assert symmar.find_library() == "/some/where/libsymmar.so"
     assert os.path.basename(symmar.library_path()).startswith("libsymmar.so")
     assert symmar.version()[0] == 0
+
+
+def test_library_lookup_order(monkeypatch, tmp_path):
+    """Without $SYMMAR_LIBRARY: the package's folders (an editable install's site-packages copy
+    among them) first, then a checkout's build/src before the other build*/src (a sanitizer build
+    found first fails to load into python)."""
+    from symmar import _lib
+
+    package_dirs = [str(tmp_path / "site-packages" / "symmar"), str(tmp_path / "source" / "symmar")]
+    for d in package_dirs[:1] + [str(tmp_path / "repo" / b / "src") for b in ("build-asan", "build", "build-tsan")]:
+        os.makedirs(d)
+        open(os.path.join(d, "libsymmar.so.0"), "w").close()
+    monkeypatch.setattr(symmar, "__path__", package_dirs)
+    monkeypatch.delenv("SYMMAR_LIBRARY", raising=False)
+    assert symmar.find_library() == os.path.join(package_dirs[0], "libsymmar.so.0")
+
+    os.remove(os.path.join(package_dirs[0], "libsymmar.so.0"))
+    monkeypatch.setattr(symmar, "__path__", [str(tmp_path / "repo" / "python" / "symmar")])
+    monkeypatch.setattr(_lib, "__file__", str(tmp_path / "repo" / "python" / "symmar" / "_lib.py"))
+    assert symmar.find_library() == str(tmp_path / "repo" / "build" / "src" / "libsymmar.so.0")
