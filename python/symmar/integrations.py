@@ -1,0 +1,196 @@
+"""A drop-in allreduce communicator for inference engines (vLLM, SGLang), shaped like their own
+symmetric-memory and custom allreduce communicators (docs/engines.md):
+
+    comm = SymmarCommunicator(group, device)          # collective over the group
+    if not comm.disabled and comm.should_all_reduce(x):
+        y = comm.all_reduce(x)                        # else the engine's own path (NCCL, gloo)
+
+It never raises for a machine it cannot serve (no CUDA, an unknown GPU, a world of one, a comm
+that cannot be created): it declines, logs why once, and `disabled` is True on every rank of the
+group, so that all ranks fall back together. `should_all_reduce` answers from the comm's plan for
+that size and dtype (the tables measured for this machine), and the answer is the same on every
+rank for the same tensor shape: a rank never takes symmar while a peer takes the fallback.
+"""
+import contextlib
+import logging
+
+import torch
+import torch.distributed as dist
+
+from . import torch as _symmar_torch  # noqa: F401  (Comm.from_process_group, torch.ops.symmar)
+from ._core import Comm
+
+_log = logging.getLogger("symmar")
+
+# Algorithms symmar runs itself. A plan naming nccl or mpi means that the engine's own path is as
+# good (symmar's fallback is the same library), so the communicator declines.
+_OWN_ALGOS = ("oneshot", "twoshot", "multimem", "lamport")
+_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def _device(device):
+    """A torch.device from an engine's device argument (int, str or torch.device)."""
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    return torch.device(device)
+
+
+class SymmarCommunicator:
+    """Allreduce (and the fused allreduce + residual add + RMSNorm) through symmar for one group.
+
+    group: a torch.distributed process group (gloo or NCCL; engines pass their CPU group). device:
+    where the tensors live: "cpu" (the host backend, for CPU inference), or a CUDA device (int,
+    "cuda:N", torch.device). max_bytes: an optional cap on the tensors taken, as the engines' own
+    communicators have; the plan decides below it. timeout_ms and table_file go to the comm.
+    """
+
+    def __init__(self, group, device, max_bytes=None, timeout_ms=None, table_file=None):
+        self.group = group
+        self.disabled = True
+        self.disabled_reason = None
+        self.comm = None
+        self.max_bytes = max_bytes
+        self._plans = {}
+        self.world_size = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        self.device = None
+        why = self._local_reason(device)
+        # Agree before creating: a rank that declines alone would leave its peers in the comm's
+        # bootstrap, and ranks that disagree on `disabled` would take different collectives.
+        if self._all_agree(why is None):
+            try:
+                self.comm = Comm.from_process_group(group, device=self._comm_device(), timeout_ms=timeout_ms,
+                                                    table_file=table_file)
+            except Exception as e:  # noqa: BLE001  any failure is a decline, never an engine crash
+                why = "creating the symmar comm failed: %s" % e
+            if not self._all_agree(self.comm is not None):
+                why = why or "a peer rank could not create the symmar comm"
+                self._close_comm()
+        else:
+            why = why or "a peer rank declined"
+        if why is None:
+            self.disabled = False
+            _log.info("symmar communicator enabled: %s", self.comm.describe().split(";")[0])
+        else:
+            self._decline(why)
+
+    # -- creation --
+
+    def _local_reason(self, device):
+        """Why this rank cannot use symmar for `device`, or None."""
+        if self.world_size < 2:
+            return "a world of %d rank needs no allreduce" % self.world_size
+        try:
+            self.device = _device(device)
+        except (TypeError, ValueError, RuntimeError) as e:
+            return "device %r: %s" % (device, e)
+        if self.device.type == "cpu":
+            return None
+        if self.device.type != "cuda":
+            return "device type %s is not served (cpu or cuda)" % self.device.type
+        if not torch.cuda.is_available():
+            return "CUDA is not available to torch"
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        return None
+
+    def _comm_device(self):
+        return "cpu" if self.device.type == "cpu" else self.device.index
+
+    def _all_agree(self, ok):
+        """True when `ok` holds on every rank of the group (one MIN allreduce over the group)."""
+        on = "cuda" if dist.get_backend(self.group) == "nccl" else "cpu"
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=on)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.group)
+        return bool(flag.item())
+
+    def _decline(self, why):
+        self.disabled = True
+        self.disabled_reason = why
+        _log.warning("symmar communicator disabled (the engine's own allreduce serves): %s", why)
+
+    def _close_comm(self):
+        if self.comm is not None:
+            self.comm.close()
+            self.comm = None
+
+    # -- what it takes --
+
+    def should_all_reduce(self, inp):
+        """Whether symmar takes this tensor: enabled, a float32/float16/bfloat16 dense tensor on
+        the comm's device, within max_bytes, and planned to a symmar algorithm for its size."""
+        if self.disabled or not isinstance(inp, torch.Tensor):
+            return False
+        dtype = _DTYPES.get(inp.dtype)
+        if dtype is None or inp.numel() == 0 or not inp.is_contiguous() or not self._on_device(inp):
+            return False
+        if self.max_bytes is not None and inp.numel() * inp.element_size() > self.max_bytes:
+            return False
+        return self._plan(inp.numel(), dtype) in _OWN_ALGOS
+
+    # The engines' names for the same question (vLLM's SymmMemCommunicator and CustomAllreduce,
+    # SGLang's TorchSymmMemCommunicator).
+    should_use_symm_mem = should_all_reduce
+    should_custom_ar = should_all_reduce
+    should_torch_symm_mem_allreduce = should_all_reduce
+
+    def _on_device(self, t):
+        if self.device.type == "cpu":
+            return t.device.type == "cpu"
+        return t.device.type == "cuda" and t.device.index == self.device.index
+
+    def _plan(self, count, dtype):
+        key = (count, dtype)
+        algo = self._plans.get(key)
+        if algo is None:
+            algo = self._plans[key] = self.comm.plan(count, dtype, "sum")
+        return algo
+
+    # -- collectives --
+
+    def all_reduce(self, inp, out=None):
+        """The sum over the group, in `out` (a new tensor like `inp` when None); None when
+        should_all_reduce(inp) is False, for the caller to take its own path. CUDA tensors run on
+        torch.cuda.current_stream(), so the call can be captured in a CUDA graph."""
+        if not self.should_all_reduce(inp):
+            return None
+        return self.comm.all_reduce(inp, out=out)
+
+    def custom_all_reduce(self, inp):
+        """all_reduce under the custom-allreduce name: a new tensor, or None when declined."""
+        return self.all_reduce(inp)
+
+    def all_reduce_add_rms_norm(self, inp, residual, weight, eps=1e-6):
+        """The fused end of a decoder block: r = allreduce_sum(inp) + residual, then
+        RMSNorm(r) * weight over the last axis. Returns (normed, r), the order of an engine's
+        RMSNorm(x, residual), as new tensors; None when declined (then allreduce, add and norm
+        separately). weight is [hidden] of inp's dtype; residual has inp's shape and dtype."""
+        if not self.should_all_reduce(inp) or inp.dim() < 1:
+            return None
+        for t in (residual, weight):
+            if not isinstance(t, torch.Tensor) or t.dtype != inp.dtype or not self._on_device(t):
+                return None
+        if residual.shape != inp.shape or weight.shape != inp.shape[-1:]:
+            return None
+        residual_out, normed = self.comm.all_reduce_add_rms_norm(inp, weight, eps=eps, residual=residual)
+        return normed, residual_out
+
+    @contextlib.contextmanager
+    def capture(self):
+        """The context an engine wraps CUDA graph capture in. symmar's kernels are capturable as
+        they are (the call enqueues on the current stream and keeps no host state per call); run
+        each captured size once before capture (docs/integration.md)."""
+        yield
+
+    def close(self):
+        """Releases the comm (collective over the group, as its creation was). Idempotent."""
+        self._close_comm()
+        self.disabled = True
+        self.disabled_reason = self.disabled_reason or "closed"
+
+    def __repr__(self):
+        state = "disabled (%s)" % self.disabled_reason if self.disabled else "enabled"
+        return "SymmarCommunicator(world_size=%d, rank=%d, device=%s, %s)" % (
+            self.world_size, self.rank, self.device, state)

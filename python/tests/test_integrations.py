@@ -1,0 +1,214 @@
+"""symmar.integrations.SymmarCommunicator, the engine-shaped communicator, against torch process
+groups on CPU tensors (gloo). Ranks are launched by torch.multiprocessing.spawn, as in
+test_torch.py; each rank collects its failures instead of stopping (its peers would wait for its
+collectives) and writes them to a file the test reads.
+
+References: every rank regenerates every rank's input from its seed and sums them in float64 (an
+independent reference), and gloo's own allreduce of the same tensors. Inputs are small integers, so
+the sums are exact in every dtype and all three must agree bit for bit.
+"""
+import json
+import logging
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (CI installs it in its cached venv)")
+dist = pytest.importorskip("torch.distributed", reason="this PyTorch has no torch.distributed")
+if not dist.is_available():
+    pytest.skip("this PyTorch was built without torch.distributed", allow_module_level=True)
+
+import torch.multiprocessing as tmp  # noqa: E402
+
+from symmar.integrations import SymmarCommunicator  # noqa: E402
+
+TIMEOUT_MS = 20000
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Element counts across the host row's switch points (lamport <= 64 B, oneshot <= 1 KiB, then
+# twoshot, chunked above 256 KiB), odd counts among them.
+COUNTS = [1, 16, 17, 255, 256, 257, 4099, 65536, 300001]
+
+
+def _input(rank, count, dtype, seed):
+    g = torch.Generator().manual_seed(seed * 1009 + rank)
+    return torch.randint(-8, 9, (count,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def _expected(nranks, count, dtype, seed):
+    total = sum(_input(r, count, dtype, seed).double() for r in range(nranks))
+    return total.to(dtype)
+
+
+def _check(failures, case, got, want):
+    if got is None:
+        failures.append("%s: declined" % case)
+    elif got.dtype != want.dtype or not torch.equal(got, want):
+        bad = (got.double() != want.double()).nonzero()
+        failures.append("%s: wrong at %s" % (case, bad[:3].flatten().tolist()))
+
+
+def _rank_serves(comm, rank, nranks, failures):
+    """Every dtype and count: taken, and equal to the float64 reference and to gloo."""
+    for seed, (dtype, count) in enumerate((d, c) for d in DTYPES for c in COUNTS):
+        case = "world=%d %s count=%d" % (nranks, dtype, count)
+        x = _input(rank, count, dtype, seed)
+        if not comm.should_all_reduce(x):
+            failures.append("%s: should_all_reduce is False (plan %s)" % (case, comm.comm.plan(count, dtype)))
+            continue
+        want = _expected(nranks, count, dtype, seed)
+        _check(failures, case, comm.all_reduce(x), want)
+        out = torch.empty_like(x)
+        if comm.all_reduce(x, out=out) is not out:
+            failures.append("%s: all_reduce(out=) did not return out" % case)
+        _check(failures, case + " out=", out, want)
+        gloo = x.clone()
+        dist.all_reduce(gloo)
+        _check(failures, case + " vs gloo", comm.custom_all_reduce(x), gloo)
+        if not torch.equal(x, _input(rank, count, dtype, seed)):
+            failures.append("%s: the input was written" % case)
+
+
+def _rank_declines(comm, rank, failures):
+    """Tensors symmar does not take: the engine's own path must get them (None, False)."""
+    x = torch.ones(64, dtype=torch.float32)
+    for what, t in (("int64", torch.ones(64, dtype=torch.int64)), ("float64", torch.ones(64, dtype=torch.float64)),
+                    ("non-contiguous", torch.ones(8, 16)[:, ::2]), ("empty", torch.ones(0)),
+                    ("not a tensor", [1.0, 2.0])):
+        if comm.should_all_reduce(t) or comm.all_reduce(t) is not None:
+            failures.append("rank %d: %s taken" % (rank, what))
+    capped = comm.max_bytes
+    comm.max_bytes = 128
+    if comm.should_all_reduce(x) or not comm.should_all_reduce(x[:32]):
+        failures.append("max_bytes=128 not applied to 256 and 128 bytes")
+    comm.max_bytes = capped
+    # The plan decides: an algorithm that is not symmar's own (the fallback) is declined.
+    comm._plans[(x.numel(), "float32")] = "nccl"
+    if comm.should_all_reduce(x):
+        failures.append("a tensor planned to the fallback was taken")
+    del comm._plans[(x.numel(), "float32")]
+
+
+def _rank_fused(comm, rank, nranks, failures):
+    """all_reduce_add_rms_norm against a float64 reference of allreduce + add + RMSNorm."""
+    for seed, dtype in enumerate(DTYPES):
+        tokens, hidden = 3, 512
+        x = _input(rank, tokens * hidden, dtype, 100 + seed).view(tokens, hidden)
+        residual = _input(0, tokens * hidden, dtype, 200 + seed).view(tokens, hidden)
+        weight = (_input(0, hidden, dtype, 300 + seed) / 4).to(dtype)
+        got = comm.all_reduce_add_rms_norm(x, residual, weight, eps=1e-6)
+        case = "fused world=%d %s" % (nranks, dtype)
+        if got is None:
+            failures.append(case + ": declined")
+            continue
+        r = _expected(nranks, tokens * hidden, dtype, 100 + seed).view(tokens, hidden).double() + residual.double()
+        norm = r * torch.rsqrt((r * r).mean(-1, keepdim=True) + 1e-6) * weight.double()
+        tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+        normed, residual_out = got
+        if not torch.equal(residual_out, r.to(dtype)):
+            failures.append(case + ": residual_out wrong")
+        err = ((normed.double() - norm).abs() / (norm.abs() + 1)).max().item()
+        if err > tol:
+            failures.append("%s: norm off by %g (tolerance %g)" % (case, err, tol))
+    wrong = comm.all_reduce_add_rms_norm(torch.ones(2, 8), torch.ones(2, 8), torch.ones(4))
+    if wrong is not None:
+        failures.append("a weight of the wrong length was taken")
+
+
+def _rank(rank, nranks, store, out_dir, scenario):
+    failures = []
+    try:
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=nranks)
+        if scenario == "serve":
+            comm = SymmarCommunicator(None, "cpu", timeout_ms=TIMEOUT_MS)
+            if comm.disabled:
+                failures.append("disabled: %s" % comm.disabled_reason)
+            else:
+                _rank_serves(comm, rank, nranks, failures)
+                _rank_declines(comm, rank, failures)
+                _rank_fused(comm, rank, nranks, failures)
+            comm.close()
+            if not comm.disabled or comm.all_reduce(torch.ones(4)) is not None:
+                failures.append("still serving after close()")
+            comm.close()  # idempotent
+        elif scenario == "decline":
+            # No CUDA here; a device that only one rank cannot serve; a group of one rank; an
+            # unknown device type. None of them may raise, and all ranks must agree.
+            cases = [("cuda", "cuda:0"), ("one rank on cuda", "cuda:0" if rank == 1 else "cpu"),
+                     ("meta", "meta")]
+            for what, device in cases:
+                comm = SymmarCommunicator(None, device, timeout_ms=TIMEOUT_MS)
+                if not comm.disabled or not comm.disabled_reason:
+                    failures.append("%s: not disabled (%r)" % (what, comm))
+                if comm.all_reduce(torch.ones(4)) is not None:
+                    failures.append("%s: a disabled communicator took a tensor" % what)
+                comm.close()
+            solo = dist.new_group([0])
+            if rank == 0:
+                comm = SymmarCommunicator(solo, "cpu")
+                if not comm.disabled or "world of 1" not in comm.disabled_reason:
+                    failures.append("group of one: %r" % comm)
+            # Still usable afterwards: the group and symmar agree after the declines.
+            comm = SymmarCommunicator(None, "cpu", timeout_ms=TIMEOUT_MS)
+            _check(failures, "after the declines", comm.all_reduce(torch.full((5,), rank + 1.0)),
+                   torch.full((5,), nranks * (nranks + 1) / 2))
+            comm.close()
+        elif scenario == "any":
+            comm = SymmarCommunicator(None, "cpu", timeout_ms=TIMEOUT_MS)
+            taken = 0
+            for seed, count in enumerate(COUNTS[:6]):
+                x = _input(rank, count, torch.float32, seed)
+                got = comm.all_reduce(x)
+                if comm.should_all_reduce(x):
+                    taken += 1
+                    _check(failures, "world=%d count=%d" % (nranks, count), got,
+                           _expected(nranks, count, torch.float32, seed))
+                elif got is not None:
+                    failures.append("count=%d: declined but served" % count)
+            if taken == 0 and not comm.disabled:
+                failures.append("enabled but took nothing")
+            comm.close()
+        dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001  reported through the file
+        failures.append("rank %d raised %s: %s" % (rank, type(e).__name__, e))
+    with open(os.path.join(out_dir, "%d.json" % rank), "w") as f:
+        json.dump(failures, f)
+
+
+def _spawn(nranks, tmp_path, scenario):
+    store = str(tmp_path / "store")
+    tmp.spawn(_rank, args=(nranks, store, str(tmp_path), scenario), nprocs=nranks, join=True)
+    failures = []
+    for r in range(nranks):
+        with open(tmp_path / ("%d.json" % r)) as f:
+            failures += json.load(f)
+    assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("nranks", [2, 3, 4])
+def test_communicator_serves_every_dtype_and_size(nranks, tmp_path):
+    """World 3 has no measured row of its own (it reuses world 2's)."""
+    _spawn(nranks, tmp_path, "serve")
+
+
+def test_communicator_declines_without_raising(tmp_path):
+    _spawn(2, tmp_path, "decline")
+
+
+def test_communicator_world_no_table_has(tmp_path):
+    """World 9: no row of any table; served from the default row, or declined, never an error."""
+    _spawn(9, tmp_path, "any")
+
+
+def test_decline_is_logged_once(caplog, tmp_path):
+    """A communicator that cannot be built says why once, at construction, not per tensor."""
+    dist.init_process_group("gloo", init_method="file://" + str(tmp_path / "store"), rank=0, world_size=1)
+    try:
+        with caplog.at_level(logging.INFO, logger="symmar"):
+            comm = SymmarCommunicator(None, "cpu")
+            for _ in range(3):
+                assert comm.all_reduce(torch.ones(4)) is None
+                assert not comm.should_custom_ar(torch.ones(4))
+        records = [r for r in caplog.records if r.name == "symmar"]
+        assert len(records) == 1 and "world of 1" in records[0].getMessage(), records
+    finally:
+        dist.destroy_process_group()
