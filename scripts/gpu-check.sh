@@ -43,6 +43,7 @@ step() {
   local dt=$(($(date +%s) - t0)) status="ok"
   [ $rc -ne 0 ] && status="FAILED (rc $rc)"
   [ $rc -eq 124 ] && status="TIMED OUT after ${limit}s"
+  [ $rc -eq 77 ] && status="skipped (see $log)"
   ROWS+=("| $name | $status | $dt |")
   return $rc
 }
@@ -125,6 +126,9 @@ if [ $built -eq 1 ]; then
     ctest --test-dir "$BUILD" -L gpu -R '^GpuChain\.' --output-on-failure --no-tests=error
   step "gpu tests: lamport wrap, graphs, epochs, failures, NCCL" ctest_gpu_3_state.log 90 \
     ctest --test-dir "$BUILD" -L gpu -R '^(GpuEpochs|GpuGraph|GpuFailure|GpuNccl)\.' --output-on-failure --no-tests=error
+  # torch.ops.symmar with CUDA tensors: eager, torch.compile(fullgraph) and CUDA graph replay.
+  step "torch ops on a GPU comm: eager, compiled, graph replay" torch_ops_gpu.log 90 \
+    env SYMMAR_LIBRARY="$BUILD/src/libsymmar.so" python3 "$ROOT/python/tests/gpu_torch_check.py"
   step "gpu tests: sweeps at worlds 2 and 8" ctest_gpu_4_sweep.log 120 \
     ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuSweep.*_world(2|8)$' --output-on-failure --no-tests=error
   TESTS=$(cat "$OUT"/ctest_gpu*.log | grep -E "tests passed|tests failed" | tr '\n' ';')
