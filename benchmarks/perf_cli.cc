@@ -124,11 +124,12 @@ void startLauncher(int* argc, char*** argv) {
 
 void printUsage(const char* prog, const char* extra_usage) {
   printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-G 0|1]\n"
-         "          [-A algos] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]%s\n"
+         "          [-A algos] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric] [--offset B]%s\n"
          "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
          "  double); op: sum max min\n"
          "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
-         "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n",
+         "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n"
+         "  --offset B: host buffers start B bytes (< 4096) past a page; malloc'ed buffers sit at 16\n",
          prog, extra_usage);
 }
 
@@ -160,6 +161,7 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "-J") o->json = v;
     else if (a == "--device") o->device = v;
     else if (a == "--local-world") o->local_world = atoi(v);
+    else if (a == "--offset") ok = parseBytes(v, &o->offset) && o->offset < 4096;
     else if (a == "-A") ok = parseAlgos(v, o);
     else if (a == "-d") ok = parseDtype(v, &o->dtype);
     else if (a == "-o") ok = symmar::parseOpName(v, &o->op);

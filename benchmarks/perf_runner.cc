@@ -48,15 +48,22 @@ class Buffers {
 
 class HostBuffers : public Buffers {
  public:
-  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric) : comm_(comm), symmetric_(symmetric) {
+  // offset: where in a page the buffers start (page-aligned by default; 16 is where malloc puts
+  // a large allocation, which is what a caller's buffer usually is).
+  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric, size_t offset) : comm_(comm), symmetric_(symmetric) {
+    const size_t span = (bytes + offset + 4095) / 4096 * 4096;
     if (symmetric && symmarMemAlloc(comm, bytes, &send_) != symmarSuccess) send_ = nullptr;
-    if (!symmetric) send_ = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-    recv_ = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!symmetric) {
+      send_base_ = aligned_alloc(4096, span);
+      send_ = send_base_ ? static_cast<char*>(send_base_) + offset : nullptr;
+    }
+    recv_base_ = aligned_alloc(4096, span);
+    recv_ = recv_base_ ? static_cast<char*>(recv_base_) + offset : nullptr;
   }
   ~HostBuffers() override {
     if (symmetric_ && send_) symmarMemFree(comm_, send_);
-    if (!symmetric_) free(send_);
-    free(recv_);
+    free(send_base_);
+    free(recv_base_);
   }
   void* send() override { return send_; }
   void* recv() override { return recv_; }
@@ -78,6 +85,8 @@ class HostBuffers : public Buffers {
   bool symmetric_;
   void* send_ = nullptr;
   void* recv_ = nullptr;
+  void* send_base_ = nullptr;
+  void* recv_base_ = nullptr;
 };
 
 #ifdef SYMMAR_PERF_WITH_CUDA
@@ -194,7 +203,7 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
 #ifdef SYMMAR_PERF_WITH_CUDA
   if (gpu_device >= 0) bufs = std::make_unique<GpuBuffers>(comm, opt.max_bytes, opt.symmetric, gpu_device);
 #endif
-  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric);
+  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset);
   if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) {
     *error = "could not allocate " + std::to_string(opt.max_bytes) + "-byte buffers on every rank";
     return false;

@@ -25,6 +25,7 @@ struct Options {
   int local_world = 0;                         // ranks in this process (threads)
   std::string json;                            // -J file
   bool symmetric = false;                      // buffers from symmarMemAlloc (zero-copy inputs)
+  size_t offset = 0;                           // host buffers start this many bytes past a page
   bool plant_wrong = false;                    // test switch: corrupt one result before checking
 };
 

@@ -1,7 +1,8 @@
 // Google Benchmark micro-benchmarks: planner lookup, C API overhead of a 1-element host
-// allreduce, table-file parsing, and the host reduction kernel (reduceRanks) against memcpy.
+// allreduce, table-file parsing, and the host kernels (reduceRanks, copyBytes) against memcpy.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,18 +64,70 @@ void BM_TableFileParse(benchmark::State& state) {
 }
 BENCHMARK(BM_TableFileParse);
 
-// reduceRanks summing 2 sources of `bytes` bytes each into a third buffer, at sizes in L1, L2 and
-// beyond the last-level cache. Bytes processed counts the memory traffic: 2 buffers read, 1 written,
-// so GB/s compares with BM_Memcpy (1 read, 1 written) as a bandwidth.
+// Buffers of `bytes` each, page-aligned and then placed `offset` bytes into their first page:
+// where a buffer starts within a page decides whether a copy meets 4 KiB aliasing (host_reduce.h's
+// copyBytes), so every kernel below is measured with the placement stated.
+class PlacedBuffers {
+ public:
+  PlacedBuffers(int count, size_t bytes, const std::vector<size_t>& offsets) {
+    for (int i = 0; i < count; ++i) {
+      const size_t offset = i < static_cast<int>(offsets.size()) ? offsets[i] : 0;
+      const size_t span = (bytes + offset + 4095) / 4096 * 4096;
+      char* base = static_cast<char*>(std::aligned_alloc(4096, span));
+      std::memset(base, 0x3c, span);  // small finite values in every format (no NaN path)
+      bases_.push_back(base);
+      ptrs_.push_back(base + offset);
+    }
+  }
+  ~PlacedBuffers() {
+    for (char* b : bases_) std::free(b);
+  }
+  char* operator[](int i) const { return ptrs_[static_cast<size_t>(i)]; }
+
+ private:
+  std::vector<char*> bases_, ptrs_;
+};
+
+// memcpy and copyBytes of `bytes` from a page-aligned source to a destination `offset` bytes past
+// a page (0: aligned alike; 16: where malloc puts a large buffer). Bytes processed: 1 read, 1 written.
+void BM_Memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  PlacedBuffers buf(2, bytes, {0, static_cast<size_t>(state.range(1))});
+  for (auto _ : state) {
+    std::memcpy(buf[1], buf[0], bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
+}
+void BM_CopyBytes(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  PlacedBuffers buf(2, bytes, {0, static_cast<size_t>(state.range(1))});
+  for (auto _ : state) {
+    symmar::copyBytes(buf[1], buf[0], bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
+}
+void copySizes(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes : {16 << 10, 256 << 10, 16 << 20}) {
+    for (int64_t offset : {0, 16}) b->Args({bytes, offset});
+  }
+}
+BENCHMARK(BM_Memcpy)->Apply(copySizes);
+BENCHMARK(BM_CopyBytes)->Apply(copySizes);
+
+// reduceRanks summing 2 page-aligned sources of `bytes` bytes each into a third page-aligned
+// buffer, at sizes in L1, L2 and beyond the last-level cache. Bytes processed counts the memory
+// traffic: 2 buffers read, 1 written, so GB/s compares with BM_Memcpy (1 read, 1 written) as a
+// bandwidth.
 void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t elem = dtype == symmarFloat64 ? 8 : (dtype == symmarFloat16 || dtype == symmarBfloat16) ? 2 : 4;
   const size_t n = bytes / elem;
-  // 0x3c: small finite values in every format (no NaN fix-up path, like real data).
-  std::vector<unsigned char> a(bytes, 0x3c), b(bytes, 0x3c), dst(bytes);
-  const void* srcs[2] = {a.data(), b.data()};
+  PlacedBuffers buf(3, bytes, {});
+  const void* srcs[2] = {buf[0], buf[1]};
   for (auto _ : state) {
-    symmar::reduceRanks(dst.data(), nullptr, srcs, 2, n, dtype, symmarSum);
+    symmar::reduceRanks(buf[2], nullptr, srcs, 2, n, dtype, symmarSum);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
@@ -85,16 +138,20 @@ BENCHMARK_CAPTURE(BM_ReduceRanks2, i32, symmarInt32)->Arg(16 << 10)->Arg(256 << 
 BENCHMARK_CAPTURE(BM_ReduceRanks2, bf16, symmarBfloat16)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
 BENCHMARK_CAPTURE(BM_ReduceRanks2, f16, symmarFloat16)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
 
-void BM_Memcpy(benchmark::State& state) {
+// The same float32 sum with the first source and the destination 16 bytes past a page (a caller's
+// malloc'ed buffers) and the second source page-aligned (a heap slot), as two-shot's reduction of
+// a caller's buffer meets them.
+void BM_ReduceRanks2CallerBuffers(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  std::vector<unsigned char> a(bytes, 0x3c), dst(bytes);
+  PlacedBuffers buf(3, bytes, {16, 0, 16});
+  const void* srcs[2] = {buf[0], buf[1]};
   for (auto _ : state) {
-    std::memcpy(dst.data(), a.data(), bytes);
+    symmar::reduceRanks(buf[2], nullptr, srcs, 2, bytes / 4, symmarFloat32, symmarSum);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
 }
-BENCHMARK(BM_Memcpy)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+BENCHMARK(BM_ReduceRanks2CallerBuffers)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "core/numeric.h"
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
+#include "host/host_reduce.h"
 #include "plan/planner.h"
 
 namespace symmar {
@@ -50,7 +51,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   const size_t row_bytes = c.hidden * elem;
   const bool fp8 = c.fp8_out != nullptr;
   const size_t staging = heap_->stagingBytes();
-  // Rows are published by memcpy, so their parts sit back to back.
+  // Rows are published by copyBytes, so their parts sit back to back.
   constexpr sched::FusedParts kParts = sched::FusedParts::kPacked;
   const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, fp8, false, kParts),
                                     sched::fusedRowBytes(c.hidden, elem, fp8, true, kParts)};
@@ -67,7 +68,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
-    std::memcpy(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
+    copyBytes(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half);
     if (algo != symmarAlgoTwoShot) {
@@ -85,11 +86,11 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     for (size_t r = mine.begin; r < mine.end; ++r) {
       sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
       finishAddRmsNormRow(c, r0 + r, sum.data());
-      std::memcpy(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
-      std::memcpy(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,
+      copyBytes(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
+      copyBytes(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,
                   row_bytes);
       if (c.fp8_out) {
-        std::memcpy(pub + r * out_row_bytes + 2 * part_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
+        copyBytes(pub + r * out_row_bytes + 2 * part_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
                     c.hidden);
       }
     }
@@ -99,11 +100,11 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
       const sched::Range s = sched::rankSlice(rows, world_, p, 1);
       const char* theirs = heap_->staging(p, out_half);
       for (size_t r = s.begin; r < s.end; ++r) {
-        std::memcpy(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
-        std::memcpy(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
+        copyBytes(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
+        copyBytes(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
                     row_bytes);
         if (c.fp8_out) {
-          std::memcpy(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * part_bytes,
+          copyBytes(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * part_bytes,
                       c.hidden);
         }
       }

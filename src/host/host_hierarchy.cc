@@ -39,7 +39,7 @@ void HostBackend::reduceToPieces(const Call& c, size_t n) {
 
 void HostBackend::copyToPieces(const Call& c, const char* src, size_t n) {
   for (const InterHost::Piece& p : inter_host_->pieces(n, c.dtype)) {
-    if (p.count) memcpy(p.dst, src + p.begin * c.elem, p.count * c.elem);
+    if (p.count) copyBytes(p.dst, src + p.begin * c.elem, p.count * c.elem);
   }
 }
 

@@ -14,7 +14,7 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
-    memcpy(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
+    copyBytes(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature() : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
     last_read_half_ = half;

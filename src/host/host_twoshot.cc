@@ -31,8 +31,8 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const char* src = c.send + r.begin * c.elem;
     if (input_offset == sched::kStagedInput) {
       char* staged = heap_->staging(rank_, in_half);
-      memcpy(staged, src, off);
-      memcpy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
+      copyBytes(staged, src, off);
+      copyBytes(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature() : 0));
     const uint32_t start_epoch = sync_->epoch();
@@ -64,7 +64,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;  // spread the reads over the peers
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
-      memcpy(c.recv + (r.begin + s.begin) * c.elem, heap_->staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
+      copyBytes(c.recv + (r.begin + s.begin) * c.elem, heap_->staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
     }
     last_read_half_ = out_half;
   }

@@ -112,8 +112,8 @@ symmarResult_t InterHost::combine(void* dst, void* dst2, size_t count, symmarDat
   for (size_t h = 0; h < pieces_.size(); ++h) {
     const size_t bytes = pieces_[h].count * elem;
     if (!bytes) continue;
-    std::memcpy(static_cast<char*>(dst) + pieces_[h].begin * elem, data(h), bytes);
-    if (dst2) std::memcpy(static_cast<char*>(dst2) + pieces_[h].begin * elem, data(h), bytes);
+    copyBytes(static_cast<char*>(dst) + pieces_[h].begin * elem, data(h), bytes);
+    if (dst2) copyBytes(static_cast<char*>(dst2) + pieces_[h].begin * elem, data(h), bytes);
   }
   return symmarSuccess;
 }

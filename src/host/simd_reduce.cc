@@ -20,6 +20,8 @@
 //    loops assumed.
 #include "host/simd_reduce.h"
 
+#include <cstring>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/simd_reduce.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -299,6 +301,23 @@ void Reduce(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, 
   }
 }
 
+// A plain vector copy: loads and stores of whole vectors, four at a time, then the tail by memcpy.
+HWY_NOINLINE void Copy(void* dst_raw, const void* src_raw, size_t bytes) {
+  uint8_t* HWY_RESTRICT dst = static_cast<uint8_t*>(dst_raw);
+  const uint8_t* HWY_RESTRICT src = static_cast<const uint8_t*>(src_raw);
+  const hn::ScalableTag<uint8_t> d;
+  const size_t n = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 4 * n <= bytes; i += 4 * n) {
+    const auto v0 = hn::LoadU(d, src + i), v1 = hn::LoadU(d, src + i + n);
+    const auto v2 = hn::LoadU(d, src + i + 2 * n), v3 = hn::LoadU(d, src + i + 3 * n);
+    hn::StoreU(v0, d, dst + i), hn::StoreU(v1, d, dst + i + n);
+    hn::StoreU(v2, d, dst + i + 2 * n), hn::StoreU(v3, d, dst + i + 3 * n);
+  }
+  for (; i + n <= bytes; i += n) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
+}
+
 int64_t CurrentTarget() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
@@ -309,12 +328,15 @@ HWY_AFTER_NAMESPACE();
 namespace symmar {
 
 HWY_EXPORT(Reduce);
+HWY_EXPORT(Copy);
 HWY_EXPORT(CurrentTarget);
 
 void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
                      symmarRedOp_t op) {
   HWY_DYNAMIC_DISPATCH(Reduce)(dst, dst2, srcs, nsrc, n, static_cast<int>(dtype), static_cast<int>(op));
 }
+
+void simdCopy(void* dst, const void* src, size_t bytes) { HWY_DYNAMIC_DISPATCH(Copy)(dst, src, bytes); }
 
 std::vector<int64_t> simdReduceTargets() { return hwy::SupportedAndGeneratedTargets(); }
 

@@ -15,6 +15,9 @@ namespace symmar {
 void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
                      symmarRedOp_t op);
 
+/// memcpy's contract (no overlap) with vector loads and stores, at the best target of this CPU.
+void simdCopy(void* dst, const void* src, size_t bytes);
+
 /// @name Targets, for the tests: each must give the same bits.
 /// @{
 /// The targets compiled in that this CPU supports (Highway's HWY_* target bits).

@@ -329,4 +329,39 @@ TEST(SimdReduce, SpecialValuesAtEveryTarget) {
   });
 }
 
+// copyBytes: byte for byte what memcpy gives, nothing written outside [dst, dst + bytes), at every
+// size around the vector path's edges and every destination placement modulo 4 KiB that selects
+// it (1..63), plus 0 and 64 (memcpy), at every target.
+TEST(SimdReduce, CopyBytesCopiesExactlyAtEveryTarget) {
+  atEveryTarget([] {
+    constexpr size_t kMax = 9000;
+    std::vector<unsigned char> src(kMax), dst(kMax + 8192 + 64);
+    for (size_t i = 0; i < kMax; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+    // The source sits at a page boundary inside dst's storage range, so the destination's distance
+    // from it modulo 4 KiB is the placement chosen below.
+    std::vector<unsigned char> storage(kMax + 4096 * 2);
+    unsigned char* page = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<uintptr_t>(storage.data()) + 4095) / 4096 * 4096);
+    std::memcpy(page, src.data(), kMax);
+    int failures = 0;
+    for (size_t bytes : {0u, 1u, 31u, 2047u, 2048u, 2049u, 4096u, 4099u, 8191u, 8192u, 9000u}) {
+      for (size_t distance = 0; distance <= 64; ++distance) {
+        unsigned char* base = reinterpret_cast<unsigned char*>(
+            (reinterpret_cast<uintptr_t>(dst.data()) + 4095) / 4096 * 4096);
+        unsigned char* out = base + distance;
+        std::memset(dst.data(), 0xee, dst.size());
+        symmar::copyBytes(out, page, bytes);
+        const bool same = std::memcmp(out, page, bytes) == 0;
+        bool untouched = true;
+        for (unsigned char* p = dst.data(); p < out; ++p) untouched = untouched && *p == 0xee;
+        for (unsigned char* p = out + bytes; p < dst.data() + dst.size(); ++p) untouched = untouched && *p == 0xee;
+        if (!same || !untouched) {
+          ADD_FAILURE() << bytes << " bytes to distance " << distance << (same ? ": wrote outside" : ": wrong bytes");
+          if (++failures > 10) return;
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
