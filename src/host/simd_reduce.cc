@@ -91,22 +91,21 @@ struct SumOp {
     }
   }
 };
-struct MaxOp {
+// max/min as compare and select: acc > x ? acc : x (kMax) or acc < x ? acc : x.
+template <bool kMax>
+struct SelectOp {
   template <class D, class V>
   static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
     a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
   }
   template <class D, class V>
-  static HWY_INLINE V Apply(D, V a, V b) { return hn::IfThenElse(hn::Gt(a, b), a, b); }
-};
-struct MinOp {
-  template <class D, class V>
-  static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
-    a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
+  static HWY_INLINE V Apply(D, V a, V b) {
+    if constexpr (kMax) return hn::IfThenElse(hn::Gt(a, b), a, b);
+    return hn::IfThenElse(hn::Lt(a, b), a, b);
   }
-  template <class D, class V>
-  static HWY_INLINE V Apply(D, V a, V b) { return hn::IfThenElse(hn::Lt(a, b), a, b); }
 };
+using MaxOp = SelectOp<true>;
+using MinOp = SelectOp<false>;
 
 // Storage formats: Load widens to the accumulator lanes of D, Encode rounds back, Put stores.
 template <typename T>
@@ -267,19 +266,90 @@ HWY_INLINE void ReduceLanes4(D d, typename Fmt::Store* dst, typename Fmt::Store*
   }
 }
 
+// Elements [from, n).
 template <class Fmt, class Op>
-HWY_NOINLINE void ReduceTyped(void* dst_raw, void* dst2_raw, const void* const* srcs, int nsrc, size_t n) {
+HWY_NOINLINE void ReduceTyped(void* dst_raw, void* dst2_raw, const void* const* srcs, int nsrc, size_t n,
+                              size_t from = 0) {
   using S = typename Fmt::Store;
   using A = typename Fmt::Acc;
   S* dst = static_cast<S*>(dst_raw);
   S* dst2 = static_cast<S*>(dst2_raw);
   const hn::ScalableTag<A> d;
   const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
+  size_t i = from;
   for (; i + 4 * lanes <= n; i += 4 * lanes) ReduceLanes4<Fmt, Op>(d, dst, dst2, srcs, nsrc, i);
   for (; i + lanes <= n; i += lanes) ReduceLanes<Fmt, Op>(d, dst, dst2, srcs, nsrc, i);
   const hn::CappedTag<A, 1> d1;  // the tail, one element at a time, same operations
   for (; i < n; ++i) ReduceLanes<Fmt, Op>(d1, dst, dst2, srcs, nsrc, i);
+}
+
+// bfloat16 without widening or narrowing: a 32-bit lane holds two bf16 elements, and each is a
+// float32 as it stands: the upper one with the lower half masked off, the lower one shifted up.
+// Both halves are reduced as float32 lanes by the same Op, rounded as Bf16Fmt::Encode rounds (the
+// result's bits in the upper half), and put back together in place. Every element goes through the
+// same operations as on the widening path, so the bits are the same; only the cross-lane packing
+// that widening and narrowing need on x86 is gone.
+// Bf16Fmt::Encode's rounding of float32 bits, the result in the upper half: to nearest even, a
+// NaN keeping its upper payload bits with the quiet bit set. Without NaN lanes (the caller checks
+// for a whole block at once) the rounding alone.
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  return hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)), hn::Set(du, 0xffff0000u));
+}
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
+  const hn::RebindToSigned<D32> di;
+  const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
+  const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
+  const auto quiet = hn::And(hn::Or(bits, hn::Set(du, 0x00400000u)), hn::Set(du, 0xffff0000u));
+  return hn::IfThenElse(nan, quiet, Bf16RoundHigh(du, bits));
+}
+
+template <class Op>
+HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* const* srcs, int nsrc, size_t n) {
+  const hn::ScalableTag<uint32_t> du;
+  const hn::RebindToFloat<decltype(du)> df;
+  const size_t lanes = hn::Lanes(du);
+  const auto high = hn::Set(du, 0xffff0000u);
+  const auto load = [&](int r, size_t at) {
+    return hn::LoadU(du, reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(srcs[r]) + at));
+  };
+  size_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {  // 2 vectors of pairs = 4 * lanes elements
+    auto w0 = load(0, i), w1 = load(0, i + 2 * lanes);
+    auto lo0 = hn::BitCast(df, hn::ShiftLeft<16>(w0)), hi0 = hn::BitCast(df, hn::And(w0, high));
+    auto lo1 = hn::BitCast(df, hn::ShiftLeft<16>(w1)), hi1 = hn::BitCast(df, hn::And(w1, high));
+    for (int r = 1; r < nsrc; ++r) {
+      const auto v0 = load(r, i), v1 = load(r, i + 2 * lanes);
+      Op::Apply4(df, lo0, hi0, lo1, hi1, hn::BitCast(df, hn::ShiftLeft<16>(v0)), hn::BitCast(df, hn::And(v0, high)),
+                 hn::BitCast(df, hn::ShiftLeft<16>(v1)), hn::BitCast(df, hn::And(v1, high)));
+    }
+    const auto nan = hn::Or(hn::Or(hn::IsNaN(lo0), hn::IsNaN(hi0)), hn::Or(hn::IsNaN(lo1), hn::IsNaN(hi1)));
+    hn::Vec<decltype(du)> o0, o1;
+    if (HWY_LIKELY(hn::AllFalse(df, nan))) {
+      o0 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo0))), Bf16RoundHigh(du, hn::BitCast(du, hi0)));
+      o1 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo1))), Bf16RoundHigh(du, hn::BitCast(du, hi1)));
+    } else {
+      o0 = hn::Or(hn::ShiftRight<16>(Bf16RoundHighNaN(du, hn::BitCast(du, lo0))),
+                  Bf16RoundHighNaN(du, hn::BitCast(du, hi0)));
+      o1 = hn::Or(hn::ShiftRight<16>(Bf16RoundHighNaN(du, hn::BitCast(du, lo1))),
+                  Bf16RoundHighNaN(du, hn::BitCast(du, hi1)));
+    }
+    hn::StoreU(o0, du, reinterpret_cast<uint32_t*>(dst + i));
+    hn::StoreU(o1, du, reinterpret_cast<uint32_t*>(dst + i + 2 * lanes));
+    if (dst2) {
+      hn::StoreU(o0, du, reinterpret_cast<uint32_t*>(dst2 + i));
+      hn::StoreU(o1, du, reinterpret_cast<uint32_t*>(dst2 + i + 2 * lanes));
+    }
+  }
+  return i;
+}
+
+template <class Op>
+HWY_INLINE void ReduceBf16(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n) {
+  const size_t done = ReduceBf16Pairs<Op>(static_cast<uint16_t*>(dst), static_cast<uint16_t*>(dst2), srcs, nsrc, n);
+  if (done < n) ReduceTyped<Bf16Fmt, Op>(dst, dst2, srcs, nsrc, n, done);  // the tail, widened
 }
 
 template <class Fmt>
@@ -297,7 +367,12 @@ void Reduce(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, 
     case symmarFloat64: return ReduceFmt<PlainFmt<double>>(dst, dst2, srcs, nsrc, n, op);
     case symmarInt32: return ReduceFmt<PlainFmt<int32_t>>(dst, dst2, srcs, nsrc, n, op);
     case symmarFloat16: return ReduceFmt<HalfFmt>(dst, dst2, srcs, nsrc, n, op);
-    default: return ReduceFmt<Bf16Fmt>(dst, dst2, srcs, nsrc, n, op);
+    default:
+      switch (op) {
+        case symmarSum: return ReduceBf16<SumOp>(dst, dst2, srcs, nsrc, n);
+        case symmarMax: return ReduceBf16<MaxOp>(dst, dst2, srcs, nsrc, n);
+        default: return ReduceBf16<MinOp>(dst, dst2, srcs, nsrc, n);
+      }
   }
 }
 
