@@ -2,7 +2,8 @@
 // against what an engine runs without it, an allreduce followed by its own residual add and
 // RMSNorm pass, for decode shapes (tokens x hidden, bf16 by default), host backend, ranks as
 // threads of this process. Both are timed in the same loop, interleaved, so the ratio holds even
-// while the machine's speed drifts.
+// while the machine's speed drifts. The allreduce alone (the first half of "separate") is printed
+// too: the fused call's cost over the bare collective.
 //
 //   symmar_norm_perf [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [-d bf16|f16|f32]
 #include <algorithm>
@@ -97,11 +98,12 @@ int main(int argc, char** argv) {
   const size_t elem = symmarTypeSize(o.dtype);
   printf("# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank\n",
          o.world, o.hidden, o.dtype == symmarFloat32 ? "f32" : o.dtype == symmarFloat16 ? "f16" : "bf16", o.iters);
-  printf("#%9s %12s %12s %9s\n", "tokens", "fused", "separate", "speed-up");
+  printf("#%9s %12s %12s %9s %12s %13s\n", "tokens", "fused", "separate", "speed-up", "allreduce", "fused/allred");
   int status = 0;
   for (size_t tokens : o.tokens) {
     const size_t n = tokens * o.hidden;
-    std::vector<double> fused_us(static_cast<size_t>(o.world)), separate_us(static_cast<size_t>(o.world));
+    std::vector<double> fused_us(static_cast<size_t>(o.world)), separate_us(static_cast<size_t>(o.world)),
+        allreduce_us(static_cast<size_t>(o.world));
     std::vector<std::thread> threads;
     for (int r = 0; r < o.world; ++r) {
       threads.emplace_back([&, r] {
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
         a.tokens = tokens;
         a.hidden = o.hidden;
         a.dtype = o.dtype;
-        std::vector<double> f, s;
+        std::vector<double> f, s, a_only;
         for (int it = 0; it < o.iters + 10; ++it) {
           double t0 = nowUs();
           if (symmarAllReduceAddRmsNorm(&a, comms[static_cast<size_t>(r)], nullptr) != symmarSuccess) status = 1;
@@ -127,15 +129,19 @@ int main(int argc, char** argv) {
               symmarSuccess) {
             status = 1;
           }
+          const double t1b = nowUs();
           separateAddNorm(sum.data(), res.data(), norm.data(), gamma.data(), tokens, o.hidden, o.dtype);
           double t2 = nowUs();
           if (it >= 10) {
             f.push_back(t1 - t0);
             s.push_back(t2 - t1);
+            a_only.push_back(t1b - t1);
           }
         }
         std::sort(f.begin(), f.end());
         std::sort(s.begin(), s.end());
+        std::sort(a_only.begin(), a_only.end());
+        allreduce_us[static_cast<size_t>(r)] = a_only[a_only.size() / 2];
         fused_us[static_cast<size_t>(r)] = f[f.size() / 2];
         separate_us[static_cast<size_t>(r)] = s[s.size() / 2];
       });
@@ -143,7 +149,8 @@ int main(int argc, char** argv) {
     for (std::thread& t : threads) t.join();
     const double fu = *std::max_element(fused_us.begin(), fused_us.end());
     const double se = *std::max_element(separate_us.begin(), separate_us.end());
-    printf("%10zu %12.2f %12.2f %8.2fx\n", tokens, fu, se, se / fu);
+    const double ar = *std::max_element(allreduce_us.begin(), allreduce_us.end());
+    printf("%10zu %12.2f %12.2f %8.2fx %12.2f %12.2fx\n", tokens, fu, se, se / fu, ar, fu / ar);
   }
   for (symmarComm_t c : comms) symmarCommDestroy(c);
   if (status) fprintf(stderr, "a call failed\n");

@@ -1,8 +1,8 @@
 // The arithmetic of the fused allreduce + residual add + RMSNorm (+ FP8), on the CPU: one row at a
 // time, from the fp32 sum of the ranks' rows (summed by the caller in rank order). One home for the
 // host executors and the API's unfused fallback, so every path rounds the same way. The conversions
-// and the FP8 E4M3 encoder are those of core/numeric.h, included here for the callers, which sum
-// their rows with toFloat.
+// are the SIMD ones of simd_reduce.h, which give core/numeric.h's bits; the FP8 E4M3 encoder is
+// core/numeric.h's, included here for the callers.
 #pragma once
 #include <cstddef>
 

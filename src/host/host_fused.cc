@@ -16,6 +16,7 @@
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
+#include "host/simd_reduce.h"
 #include "plan/planner.h"
 
 namespace symmar {
@@ -23,15 +24,10 @@ namespace {
 
 /// fp32 sum, in rank order, of row `row` of every rank's rows at srcs (each rows_begin-based).
 void sumRow(const void* const* srcs, int world, size_t row, size_t hidden, symmarDataType_t dtype, float* sum) {
-  thread_local std::vector<float> x;
-  x.resize(hidden);
-  const size_t elem = symmarTypeSize(dtype);
-  for (int p = 0; p < world; ++p) {
-    toFloat(static_cast<const char*>(srcs[p]) + row * hidden * elem, dtype, hidden, p == 0 ? sum : x.data());
-    if (p > 0) {
-      for (size_t i = 0; i < hidden; ++i) sum[i] += x[i];
-    }
-  }
+  const void* rows[sched::kMaxRanks];
+  const size_t offset = row * hidden * symmarTypeSize(dtype);
+  for (int p = 0; p < world; ++p) rows[p] = static_cast<const char*>(srcs[p]) + offset;
+  simdSumToFloat(sum, rows, world, hidden, dtype);
 }
 
 }  // namespace

@@ -20,216 +20,16 @@
 //    loops assumed.
 #include "host/simd_reduce.h"
 
-#include <cstring>
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/simd_reduce.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "host/simd_formats-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace symmar {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-template <typename T>
-struct FloatBits;
-template <>
-struct FloatBits<float> {
-  static constexpr uint32_t kQuiet = 0x00400000u;
-  static constexpr uint32_t kDefaultNaN = 0xffc00000u;  // x86's "real indefinite" (Intel SDM vol. 1, 4.8.3.7)
-};
-template <>
-struct FloatBits<double> {
-  static constexpr uint64_t kQuiet = 0x0008000000000000ull;
-  static constexpr uint64_t kDefaultNaN = 0xfff8000000000000ull;
-};
-
-// The NaN lanes of acc + x (a = acc, b = x; rare: kept off the main path by the caller).
-template <class D, class V>
-HWY_INLINE V SumNaNLanes(D d, V a, V b, V r) {
-  using T = hn::TFromD<D>;
-  const hn::RebindToUnsigned<D> du;
-  const auto quiet = hn::Set(du, FloatBits<T>::kQuiet);
-  const V qa = hn::BitCast(d, hn::Or(hn::BitCast(du, a), quiet));
-  const V qb = hn::BitCast(d, hn::Or(hn::BitCast(du, b), quiet));
-  const V dflt = hn::BitCast(d, hn::Set(du, FloatBits<T>::kDefaultNaN));
-  return hn::IfThenElse(hn::IsNaN(b), qb, hn::IfThenElse(hn::IsNaN(a), qa, hn::IfThenElse(hn::IsNaN(r), dflt, r)));
-}
-
-struct SumOp {
-  // Four independent lanes groups; one NaN test for all four (the exact path is lane-wise, so it
-  // gives r itself in lanes without a NaN).
-  template <class D, class V>
-  static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
-    using T = hn::TFromD<D>;
-    if constexpr (hwy::IsFloat<T>()) {
-      const V r0 = hn::Add(a0, b0), r1 = hn::Add(a1, b1), r2 = hn::Add(a2, b2), r3 = hn::Add(a3, b3);
-      const auto nan = hn::Or(hn::Or(hn::IsNaN(r0), hn::IsNaN(r1)), hn::Or(hn::IsNaN(r2), hn::IsNaN(r3)));
-      if (HWY_UNLIKELY(!hn::AllFalse(d, nan))) {
-        a0 = SumNaNLanes(d, a0, b0, r0);
-        a1 = SumNaNLanes(d, a1, b1, r1);
-        a2 = SumNaNLanes(d, a2, b2, r2);
-        a3 = SumNaNLanes(d, a3, b3, r3);
-      } else {
-        a0 = r0, a1 = r1, a2 = r2, a3 = r3;
-      }
-    } else {
-      a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
-    }
-  }
-  template <class D, class V>
-  static HWY_INLINE V Apply(D d, V a, V b) {
-    using T = hn::TFromD<D>;
-    if constexpr (hwy::IsFloat<T>()) {
-      const V r = hn::Add(a, b);
-      if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(r)))) return SumNaNLanes(d, a, b, r);
-      return r;
-    } else {
-      const hn::RebindToUnsigned<D> du;
-      return hn::BitCast(d, hn::Add(hn::BitCast(du, a), hn::BitCast(du, b)));
-    }
-  }
-};
-// max/min as compare and select: acc > x ? acc : x (kMax) or acc < x ? acc : x.
-template <bool kMax>
-struct SelectOp {
-  template <class D, class V>
-  static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
-    a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
-  }
-  template <class D, class V>
-  static HWY_INLINE V Apply(D, V a, V b) {
-    if constexpr (kMax) return hn::IfThenElse(hn::Gt(a, b), a, b);
-    return hn::IfThenElse(hn::Lt(a, b), a, b);
-  }
-};
-using MaxOp = SelectOp<true>;
-using MinOp = SelectOp<false>;
-
-// Storage formats: Load widens to the accumulator lanes of D, Encode rounds back, Put stores.
-template <typename T>
-struct PlainFmt {
-  using Store = T;
-  using Acc = T;
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const T* p) { return hn::LoadU(d, p); }
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Encode(D, hn::Vec<D> v) { return v; }
-  template <class D, class V>
-  static HWY_INLINE void Put(D d, V v, T* p) { hn::StoreU(v, d, p); }
-};
-
-template <class D, class V>
-HWY_INLINE void Put16(D, V v, uint16_t* p) {
-  const hn::Rebind<uint16_t, D> d16;
-  hn::StoreU(v, d16, p);
-}
-
-struct Bf16Fmt {
-  using Store = uint16_t;
-  using Acc = float;
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::Rebind<uint16_t, D> d16;
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
-  }
-  // core/numeric.h's floatToBf16: NaN keeps its top payload bits and gets the quiet bit.
-  template <class D>
-  static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
-    (void)d;
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto bits = hn::BitCast(du, v);
-    const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
-    const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
-    const auto hi = hn::ShiftRight<16>(bits);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
-    const auto out = hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
-    return hn::DemoteTo(d16, hn::BitCast(di, out));  // values <= 0xffff: the demotion does not saturate
-  }
-  template <class D, class V>
-  static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
-};
-
-// x86 targets from AVX2 up have F16C (Highway's AVX2 target requires it): vcvtph2ps decodes every
-// fp16 exactly (a signalling NaN comes out quiet, which no result can show: fp16 results store any
-// NaN as sign | 0x7e00, and the choice between NaN operands depends only on which are NaN), and
-// vcvtps2ph with Highway's immediate (_MM_FROUND_NO_EXC: round to nearest even, not MXCSR) rounds
-// as floatToHalf does, NaNs aside. Below AVX2, Highway emulates these conversions without rounding
-// to nearest, so the bit arithmetic below is used instead.
-#undef SYMMAR_SIMD_F16C  // this file is compiled once per target
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
-#define SYMMAR_SIMD_F16C 1
-#else
-#define SYMMAR_SIMD_F16C 0
-#endif
-
-struct HalfFmt {
-  using Store = uint16_t;
-  using Acc = float;
-#if SYMMAR_SIMD_F16C
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
-  template <class D>
-  static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::Rebind<hwy::float16_t, D> dh;
-    const hn::Rebind<uint16_t, D> d16;
-    // NaN lanes become sign | 0x7fc00000, which converts to sign | 0x7e00.
-    const auto quiet = hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7fc00000u));
-    return hn::BitCast(d16, hn::DemoteTo(dh, hn::IfThenElse(hn::IsNaN(v), hn::BitCast(d, quiet), v)));
-  }
-#else
-  // core/numeric.h's halfToFloat: exact; subnormals as mantissa * 2^-24 (exact in fp32, a normal).
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto h = hn::PromoteTo(du, hn::LoadU(d16, p));
-    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
-    const auto exp = hn::And(h, hn::Set(du, 0x7c00u));
-    const auto e = hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu)));
-    const auto normal = hn::Add(e, hn::Set(du, 112u << 23));  // rebias 15 -> 127
-    const auto infnan = hn::Add(e, hn::Set(du, 224u << 23));  // exponent 31 -> 255
-    const auto man = hn::BitCast(di, hn::And(h, hn::Set(du, 0x3ffu)));
-    const auto sub = hn::BitCast(du, hn::Mul(hn::ConvertTo(d, man), hn::Set(d, 5.9604644775390625e-8f)));  // 2^-24
-    const auto mag = hn::IfThenElse(hn::Eq(exp, hn::Zero(du)), sub,
-                                    hn::IfThenElse(hn::Eq(exp, hn::Set(du, 0x7c00u)), infnan, normal));
-    return hn::BitCast(d, hn::Or(mag, sign));
-  }
-  // core/numeric.h's floatToHalf: NaN -> sign | 0x7e00, overflow to infinity, subnormals rounded
-  // to nearest even by adding 0.5f, whose ulp (2^-24) is fp16's subnormal step.
-  template <class D>
-  static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto bits = hn::BitCast(du, v);
-    const auto absu = hn::And(bits, hn::Set(du, 0x7fffffffu));
-    const auto abs = hn::BitCast(di, absu);
-    const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
-    const auto v13 = hn::Sub(absu, hn::Set(du, 0x38000000u));  // rebias 127 -> 15
-    const auto odd = hn::And(hn::ShiftRight<13>(v13), hn::Set(du, 1u));
-    const auto normal = hn::ShiftRight<13>(hn::Add(v13, hn::Add(hn::Set(du, 0xfffu), odd)));
-    const auto small = hn::RebindMask(du, hn::Lt(abs, hn::Set(di, 0x38800000)));
-    const auto tiny = hn::BitCast(d, hn::IfThenElseZero(small, absu));  // only small lanes reach the add
-    const auto sub = hn::Sub(hn::BitCast(du, hn::Add(tiny, hn::Set(d, 0.5f))), hn::Set(du, 0x3f000000u));
-    auto mag = hn::IfThenElse(small, sub, normal);
-    mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), mag);
-    mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000))), hn::Set(du, 0x7e00u), mag);
-    return hn::DemoteTo(d16, hn::BitCast(di, hn::Or(mag, sign)));
-  }
-#endif
-  template <class D, class V>
-  static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
-};
 
 // Elements [i, i + Lanes(d)) of every source, combined in rank order; the sources are read before
 // dst is written, so dst may be one of them.
@@ -376,23 +176,6 @@ void Reduce(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, 
   }
 }
 
-// A plain vector copy: loads and stores of whole vectors, four at a time, then the tail by memcpy.
-HWY_NOINLINE void Copy(void* dst_raw, const void* src_raw, size_t bytes) {
-  uint8_t* HWY_RESTRICT dst = static_cast<uint8_t*>(dst_raw);
-  const uint8_t* HWY_RESTRICT src = static_cast<const uint8_t*>(src_raw);
-  const hn::ScalableTag<uint8_t> d;
-  const size_t n = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + 4 * n <= bytes; i += 4 * n) {
-    const auto v0 = hn::LoadU(d, src + i), v1 = hn::LoadU(d, src + i + n);
-    const auto v2 = hn::LoadU(d, src + i + 2 * n), v3 = hn::LoadU(d, src + i + 3 * n);
-    hn::StoreU(v0, d, dst + i), hn::StoreU(v1, d, dst + i + n);
-    hn::StoreU(v2, d, dst + i + 2 * n), hn::StoreU(v3, d, dst + i + 3 * n);
-  }
-  for (; i + n <= bytes; i += n) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
-  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
-}
-
 int64_t CurrentTarget() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
@@ -403,15 +186,12 @@ HWY_AFTER_NAMESPACE();
 namespace symmar {
 
 HWY_EXPORT(Reduce);
-HWY_EXPORT(Copy);
 HWY_EXPORT(CurrentTarget);
 
 void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
                      symmarRedOp_t op) {
   HWY_DYNAMIC_DISPATCH(Reduce)(dst, dst2, srcs, nsrc, n, static_cast<int>(dtype), static_cast<int>(op));
 }
-
-void simdCopy(void* dst, const void* src, size_t bytes) { HWY_DYNAMIC_DISPATCH(Copy)(dst, src, bytes); }
 
 std::vector<int64_t> simdReduceTargets() { return hwy::SupportedAndGeneratedTargets(); }
 

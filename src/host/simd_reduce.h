@@ -1,4 +1,5 @@
-// The SIMD kernels behind reduceRanks (host_reduce.h), written once with Google Highway and compiled
+// The host path's SIMD kernels: the reductions behind reduceRanks (host_reduce.h, simd_reduce.cc),
+// and copies and fp16/bf16 conversions (simd_convert.cc). Written once with Google Highway and compiled
 // for every x86 (SSE4, AVX2, AVX-512) or Arm (NEON, SVE) target it knows; the best target the CPU
 // supports is chosen at run time, so one binary runs anywhere and never executes an instruction the
 // CPU lacks. Every target gives the same bits (see simd_reduce.cc).
@@ -17,6 +18,13 @@ void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, s
 
 /// memcpy's contract (no overlap) with vector loads and stores, at the best target of this CPU.
 void simdCopy(void* dst, const void* src, size_t bytes);
+
+/// The float32 sum, not rounded, of n elements of nsrc buffers of dtype (float32, float16 or
+/// bfloat16), in rank order with reduceRanks' sum rules; nsrc = 1 converts. Decoding is exact.
+void simdSumToFloat(float* dst, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype);
+/// n float32 values rounded to dtype (float32, float16 or bfloat16) as reduceRanks rounds: the
+/// same bits as core/numeric.h's fromFloat.
+void simdFromFloat(void* dst, const float* src, size_t n, symmarDataType_t dtype);
 
 /// @name Targets, for the tests: each must give the same bits.
 /// @{

@@ -17,6 +17,7 @@
 #include "common/reference.h"
 #include "host/host_reduce.h"
 #include "host/simd_reduce.h"
+#include "unit/simd_targets.h"
 
 namespace {
 
@@ -236,27 +237,8 @@ void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alia
 const symmarDataType_t kDtypes[] = {symmarFloat32, symmarFloat64, symmarInt32, symmarFloat16, symmarBfloat16};
 const symmarRedOp_t kOps[] = {symmarSum, symmarMax, symmarMin};
 
-// Runs fn once per SIMD target of this CPU, dispatch restricted to it, then restores the default.
-template <typename Fn>
-void atEveryTarget(Fn fn) {
-  const std::vector<int64_t> targets = symmar::simdReduceTargets();
-  ASSERT_FALSE(targets.empty());
-  std::string names;
-  for (int64_t t : targets) {
-    symmar::simdReduceForceTarget(t);
-    const char* name = symmar::simdReduceTargetName(t);
-    ASSERT_EQ(symmar::simdReduceCurrentTarget(), t) << "dispatch did not switch to " << name;
-    SCOPED_TRACE(std::string("SIMD target ") + name);
-    fn();
-    names += std::string(names.empty() ? "" : " ") + name;
-  }
-  symmar::simdReduceForceTarget(0);
-  std::cout << "[ targets  ] " << names << "\n";
-  ::testing::Test::RecordProperty("simd_targets", names);
-}
-
 TEST(SimdReduce, MatchesReferenceBitwiseAtEveryTarget) {
-  atEveryTarget([] {
+  symmar_test::atEveryTarget([] {
     std::mt19937_64 rng(12345);
     int failures = 0;
     for (symmarDataType_t dt : kDtypes) {
@@ -287,7 +269,7 @@ T reduce2(symmarDataType_t dt, symmarRedOp_t op, T a, T b) {
 }
 
 TEST(SimdReduce, SpecialValuesAtEveryTarget) {
-  atEveryTarget([] {
+  symmar_test::atEveryTarget([] {
     const auto f32 = [](symmarRedOp_t op, uint32_t a, uint32_t b) {
       return bitsAs<uint32_t>(reduce2(symmarFloat32, op, bitsAs<float>(a), bitsAs<float>(b)));
     };
@@ -333,7 +315,7 @@ TEST(SimdReduce, SpecialValuesAtEveryTarget) {
 // size around the vector path's edges and every destination placement modulo 4 KiB that selects
 // it (1..63), plus 0 and 64 (memcpy), at every target.
 TEST(SimdReduce, CopyBytesCopiesExactlyAtEveryTarget) {
-  atEveryTarget([] {
+  symmar_test::atEveryTarget([] {
     constexpr size_t kMax = 9000;
     std::vector<unsigned char> src(kMax), dst(kMax + 8192 + 64);
     for (size_t i = 0; i < kMax; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
