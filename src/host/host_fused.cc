@@ -20,17 +20,6 @@
 #include "plan/planner.h"
 
 namespace symmar {
-namespace {
-
-/// fp32 sum, in rank order, of row `row` of every rank's rows at srcs (each rows_begin-based).
-void sumRow(const void* const* srcs, int world, size_t row, size_t hidden, symmarDataType_t dtype, float* sum) {
-  const void* rows[sched::kMaxRanks];
-  const size_t offset = row * hidden * symmarTypeSize(dtype);
-  for (int p = 0; p < world; ++p) rows[p] = static_cast<const char*>(srcs[p]) + offset;
-  simdSumToFloat(sum, rows, world, hidden, dtype);
-}
-
-}  // namespace
 
 symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   SYMMAR_CHECK(checkCallable(c.stream));
@@ -66,10 +55,14 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const int in_half = takeWriteHalf();
     copyBytes(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
-    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half);
+    // The fp32 sum, in rank order, of row r of every rank's staged rows.
+    const auto sumRow = [&](size_t r) {
+      for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half) + r * row_bytes;
+      simdSumToFloat(sum.data(), srcs_.data(), world_, c.hidden, c.dtype);
+    };
     if (algo != symmarAlgoTwoShot) {
       for (size_t r = 0; r < rows; ++r) {
-        sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
+        sumRow(r);
         finishAddRmsNormRow(c, r0 + r, sum.data());
       }
       last_read_half_ = in_half;
@@ -80,7 +73,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const sched::Range mine = sched::rankSlice(rows, world_, rank_, 1);
     char* pub = heap_->staging(rank_, out_half);
     for (size_t r = mine.begin; r < mine.end; ++r) {
-      sumRow(srcs_.data(), world_, r, c.hidden, c.dtype, sum.data());
+      sumRow(r);
       finishAddRmsNormRow(c, r0 + r, sum.data());
       copyBytes(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
       copyBytes(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,

@@ -1,4 +1,4 @@
-// symmarAllReduceAddRmsNorm on the host backend: ranks as threads (worlds 2..8) and processes,
+// symmarAllReduceAddRmsNorm on the host backend: ranks as threads (worlds 2..9) and processes,
 // decode and prefill shapes, every dtype, with and without residual, in place and not, both forms;
 // against a float64 reference (tolerances per dtype below) and bitwise identical on all ranks; FP8
 // against an independent quantizer; bad arguments refused with nothing written.
@@ -149,7 +149,7 @@ TEST_P(AddRmsNorm, ThreadRanksMatchTheReferenceBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, AddRmsNorm, ::testing::Values(2, 3, 5, 8),
+INSTANTIATE_TEST_SUITE_P(Worlds, AddRmsNorm, ::testing::Values(2, 3, 5, 8, 9),
                          [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
 
 TEST(AddRmsNormProcesses, ForkedRanksAgree) {
