@@ -90,20 +90,13 @@ class PlacedBuffers {
 
 // memcpy and copyBytes of `bytes` from a page-aligned source to a destination `offset` bytes past
 // a page (0: aligned alike; 16: where malloc puts a large buffer). Bytes processed: 1 read, 1 written.
-void BM_Memcpy(benchmark::State& state) {
+void libcMemcpy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void BM_Copy(benchmark::State& state, void (*copy)(void*, const void*, size_t)) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   PlacedBuffers buf(2, bytes, {0, static_cast<size_t>(state.range(1))});
   for (auto _ : state) {
-    std::memcpy(buf[1], buf[0], bytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
-}
-void BM_CopyBytes(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(state.range(0));
-  PlacedBuffers buf(2, bytes, {0, static_cast<size_t>(state.range(1))});
-  for (auto _ : state) {
-    symmar::copyBytes(buf[1], buf[0], bytes);
+    copy(buf[1], buf[0], bytes);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
@@ -113,18 +106,18 @@ void copySizes(benchmark::internal::Benchmark* b) {
     for (int64_t offset : {0, 16}) b->Args({bytes, offset});
   }
 }
-BENCHMARK(BM_Memcpy)->Apply(copySizes);
-BENCHMARK(BM_CopyBytes)->Apply(copySizes);
+BENCHMARK_CAPTURE(BM_Copy, memcpy, &libcMemcpy)->Apply(copySizes);
+BENCHMARK_CAPTURE(BM_Copy, copyBytes, &symmar::copyBytes)->Apply(copySizes);
 
-// reduceRanks summing 2 page-aligned sources of `bytes` bytes each into a third page-aligned
-// buffer, at sizes in L1, L2 and beyond the last-level cache. Bytes processed counts the memory
-// traffic: 2 buffers read, 1 written, so GB/s compares with BM_Memcpy (1 read, 1 written) as a
-// bandwidth.
-void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype) {
+// reduceRanks summing 2 sources of `bytes` bytes each into a third buffer, at sizes in L1, L2 and
+// beyond the last-level cache; the buffers start at `offsets` into their pages (page-aligned when
+// none are given). Bytes processed counts the memory traffic: 2 buffers read, 1 written, so GB/s
+// compares with BM_Copy/memcpy (1 read, 1 written) as a bandwidth.
+void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype, std::vector<size_t> offsets) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t elem = dtype == symmarFloat64 ? 8 : (dtype == symmarFloat16 || dtype == symmarBfloat16) ? 2 : 4;
   const size_t n = bytes / elem;
-  PlacedBuffers buf(3, bytes, {});
+  PlacedBuffers buf(3, bytes, offsets);
   const void* srcs[2] = {buf[0], buf[1]};
   for (auto _ : state) {
     symmar::reduceRanks(buf[2], nullptr, srcs, 2, n, dtype, symmarSum);
@@ -132,26 +125,18 @@ void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
 }
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f32, symmarFloat32)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f64, symmarFloat64)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, i32, symmarInt32)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, bf16, symmarBfloat16)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f16, symmarFloat16)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
-
-// The same float32 sum with the first source and the destination 16 bytes past a page (a caller's
-// malloc'ed buffers) and the second source page-aligned (a heap slot), as two-shot's reduction of
-// a caller's buffer meets them.
-void BM_ReduceRanks2CallerBuffers(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(state.range(0));
-  PlacedBuffers buf(3, bytes, {16, 0, 16});
-  const void* srcs[2] = {buf[0], buf[1]};
-  for (auto _ : state) {
-    symmar::reduceRanks(buf[2], nullptr, srcs, 2, bytes / 4, symmarFloat32, symmarSum);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
-}
-BENCHMARK(BM_ReduceRanks2CallerBuffers)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+const std::vector<size_t> kPageAligned;
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f32, symmarFloat32, kPageAligned)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f64, symmarFloat64, kPageAligned)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, i32, symmarInt32, kPageAligned)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, bf16, symmarBfloat16, kPageAligned)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f16, symmarFloat16, kPageAligned)->Arg(16 << 10)->Arg(256 << 10)->Arg(16 << 20);
+// The first source and the destination 16 bytes past a page (a caller's malloc'ed buffers), the
+// second page-aligned (a heap slot), as two-shot's reduction of a caller's buffer meets them.
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f32_caller_buffers, symmarFloat32, std::vector<size_t>{16, 0, 16})
+    ->Arg(16 << 10)
+    ->Arg(256 << 10)
+    ->Arg(16 << 20);
 
 }  // namespace
 
