@@ -134,6 +134,16 @@ wire::AckReason refusal(wire::HelloVerdict v) {
   }
 }
 
+/// Answers a hello that came after the comm formed (strays get no word): ids are single-use.
+void refuseLatecomer(const Arrival& a, uint64_t nonce, int nranks) {
+  const std::vector<bool> all_taken(static_cast<size_t>(nranks), true);
+  if (wire::judgeHello(a.hello, nonce, nranks, all_taken) != wire::HelloVerdict::kStray) {
+    SYMMAR_WARN(kSubsysBoot, "bootstrap: refused rank %d: %s", a.hello.rank, wire::ackReasonText(wire::kAckComplete));
+    sendAck(a.fd, symmarInvalidUsage, wire::kAckComplete, nranks, 100);
+  }
+  close(a.fd);
+}
+
 }  // namespace
 
 RootListener::RootListener() = default;
@@ -189,6 +199,13 @@ symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks,
       std::vector<Arrival> arrivals;
       reader.step(std::min(deadline.leftMs(), 100), -1, &arrivals);
       for (const Arrival& a : arrivals) {
+        // Hellos read in one step keep the order they were accepted in: the ones after the hello
+        // that completed the comm are latecomers, refused as serve() refuses them, so the outcome
+        // does not depend on how the arrivals were batched.
+        if (joined == nranks) {
+          refuseLatecomer(a, nonce, nranks);
+          continue;
+        }
         const wire::HelloVerdict v = wire::judgeHello(a.hello, nonce, nranks, taken);
         if (v == wire::HelloVerdict::kStray || res != symmarSuccess) {
           if (v != wire::HelloVerdict::kStray) sendAck(a.fd, symmarInvalidUsage, reason, nranks, 100);
@@ -236,19 +253,10 @@ symmarResult_t RootListener::acceptAll(int listener, uint64_t nonce, int nranks,
 
 void RootListener::serve(uint64_t nonce, int nranks) {
   HelloReader& reader = *reader_;  // it may hold latecomers that connected during formation
-  const std::vector<bool> all_taken(static_cast<size_t>(nranks), true);
   for (;;) {
     std::vector<Arrival> arrivals;
     if (reader.step(1000, wake_[0], &arrivals)) break;
-    for (const Arrival& a : arrivals) {
-      const wire::HelloVerdict v = wire::judgeHello(a.hello, nonce, nranks, all_taken);
-      if (v != wire::HelloVerdict::kStray) {
-        SYMMAR_WARN(kSubsysBoot, "bootstrap: refused rank %d: %s", a.hello.rank,
-                    wire::ackReasonText(wire::kAckComplete));
-        sendAck(a.fd, symmarInvalidUsage, wire::kAckComplete, nranks, 100);
-      }
-      close(a.fd);
-    }
+    for (const Arrival& a : arrivals) refuseLatecomer(a, nonce, nranks);
   }
 }
 
