@@ -1,5 +1,5 @@
 // libsymmar_mpi: bootstraps a comm over MPI and installs MPI_Allreduce as the `mpi` fallback.
-// Built against the public C API only.
+// Built against the public C API, plus the host backend's SIMD reduction for fp16/bf16.
 #include <mpi.h>
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-#include "core/numeric.h"
+#include "host/host_reduce.h"
 #include "mpi/mpi_inter_host.h"
 #include "symmar/symmar_mpi.h"
 
@@ -25,28 +25,24 @@ int mpiAllGather(const void* send, void* recv, size_t bytes, void* user) {
   return MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm);
 }
 
-// fp16/bf16 have no MPI datatype in MPI 3: user operations on 16-bit words, accumulating in fp32.
-template <float (*Load)(uint16_t), uint16_t (*Store)(float), int kOp>
+// fp16/bf16 have no MPI datatype in MPI 3: user operations on 16-bit words, accumulating in fp32,
+// with the host backend's SIMD reduction (inout = in op inout, in that order as MPI defines it).
+template <symmarDataType_t kType, symmarRedOp_t kOp>
 void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const uint16_t* a = static_cast<const uint16_t*>(in);
-  uint16_t* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    float x = Load(a[i]), y = Load(b[i]);
-    float r = kOp == symmarSum ? x + y : (kOp == symmarMax ? (x > y ? x : y) : (x < y ? x : y));
-    b[i] = Store(r);
-  }
+  const void* srcs[2] = {in, inout};
+  symmar::reduceRanks(inout, nullptr, srcs, 2, static_cast<size_t>(*len), kType, kOp);
 }
 
 MPI_Op halfOp(symmarDataType_t dtype, symmarRedOp_t op) {
   static MPI_Op ops[2][3] = {};
   static bool made = false;
   if (!made) {
-    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarSum>, 1, &ops[0][0]);
-    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarMax>, 1, &ops[0][1]);
-    MPI_Op_create(reduce16<symmar::halfToFloat, symmar::floatToHalf, symmarMin>, 1, &ops[0][2]);
-    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarSum>, 1, &ops[1][0]);
-    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarMax>, 1, &ops[1][1]);
-    MPI_Op_create(reduce16<symmar::bf16ToFloat, symmar::floatToBf16, symmarMin>, 1, &ops[1][2]);
+    MPI_Op_create(reduce16<symmarFloat16, symmarSum>, 1, &ops[0][0]);
+    MPI_Op_create(reduce16<symmarFloat16, symmarMax>, 1, &ops[0][1]);
+    MPI_Op_create(reduce16<symmarFloat16, symmarMin>, 1, &ops[0][2]);
+    MPI_Op_create(reduce16<symmarBfloat16, symmarSum>, 1, &ops[1][0]);
+    MPI_Op_create(reduce16<symmarBfloat16, symmarMax>, 1, &ops[1][1]);
+    MPI_Op_create(reduce16<symmarBfloat16, symmarMin>, 1, &ops[1][2]);
     made = true;
   }
   return ops[dtype == symmarBfloat16 ? 1 : 0][op];
