@@ -1,6 +1,6 @@
 # The Python wheel (`pip install .`, scikit-build-core; see pyproject.toml). The package's Python
 # sources come from python/symmar; this installs, as component `python` into the package directory:
-# libsymmar (and libsymmar_mpi where MPI was found) under their sonames, Highway's libhwy (Debian has
+# libsymmar (and libsymmar_mpi where MPI was found) under their sonames, libsymmar_torch where torch was, Highway's libhwy (Debian has
 # no static archive of it), all found through an $ORIGIN rpath, and _version.py with the project
 # version. Nothing else of the CMake install (headers, CMake package, pkg-config) goes into the wheel.
 set(_symmar_wheel_libs symmar)
@@ -23,6 +23,13 @@ install(CODE [[
 
 configure_file(${CMAKE_CURRENT_LIST_DIR}/_version.py.in ${CMAKE_CURRENT_BINARY_DIR}/python/_version.py @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/python/_version.py DESTINATION . COMPONENT python)
+
+# The compiled torch op kernels, where the build found a Python with torch (cmake/SymmarTorch.cmake).
+if(TARGET symmar_torch)
+  set_target_properties(symmar_torch PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS symmar_torch LIBRARY DESTINATION . COMPONENT python)
+  list(APPEND _symmar_wheel_libs symmar_torch)
+endif()
 
 # One target that builds what the wheel ships (pyproject.toml: build.targets).
 add_custom_target(symmar_python_libs DEPENDS ${_symmar_wheel_libs})

@@ -4,12 +4,14 @@
 One rank (symmar.Comm.init_all(1, devices=["cpu"])), a small float32 CPU tensor: the collective
 itself is as cheap as it gets, so the difference between the op and the binding's own
 comm.all_reduce_(t) is the dispatcher's cost (op lookup, schema parsing of the arguments, the
-Python kernel call and the comm lookup by handle). For comparison, the same kernel is also
+kernel call and the comm lookup by handle). For comparison, the same kernel is also
 registered here through torch.library.custom_op, the route symmar.ops does not take.
 
     SYMMAR_LIBRARY=build/src/libsymmar.so python3 python/benchmarks/op_overhead.py [--calls N] [--count K]
 
 Prints, in microseconds per call, the median of 7 runs of N calls for each form and the difference.
+torch.ops.symmar.all_reduce_ runs libsymmar_torch's compiled kernel where the build made it;
+SYMMAR_TORCH_OPS=python runs the Python kernel instead, for a side-by-side comparison.
 """
 import argparse
 import os
@@ -59,8 +61,8 @@ def main():
     ]
     results = [(name, time_call(fn, args.calls)) for name, fn in forms]
     base = results[0][1]
-    print("one rank, %d float32 elements, %d calls per run, median of 7 runs (torch %s)"
-          % (args.count, args.calls, torch.__version__))
+    print("one rank, %d float32 elements, %d calls per run, median of 7 runs (torch %s), %s kernels"
+          % (args.count, args.calls, torch.__version__, "compiled" if ops.compiled else "Python"))
     for name, us in results:
         print("%-44s %7.2f us/call  %+7.2f us" % (name, us, us - base))
     comm.close()

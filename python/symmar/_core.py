@@ -53,6 +53,12 @@ def _refresh():
 R.watch(_refresh)
 
 
+def on_close(comm, hook):
+    """Calls hook() when comm closes (close(), or its collection), before its library comm can be
+    destroyed."""
+    comm.__dict__.setdefault("_close_hooks", []).append(hook)
+
+
 class Comm:
     """A symmar communicator: one rank of an intra-node allreduce group.
 
@@ -355,6 +361,8 @@ class Comm:
     def close(self):
         """Releases the comm (symmarCommDestroy; not collective). Idempotent. Views of symmetric
         buffers that are still alive keep the memory mapped until they go."""
+        for hook in self.__dict__.pop("_close_hooks", ()):
+            hook()  # before the library comm can go: no one may reach it through a stale pointer
         owner = getattr(self, "_owner", None)
         self._handle = None
         self._owner = None

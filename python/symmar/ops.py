@@ -11,8 +11,16 @@ registry holds comms weakly: a handle never keeps a comm alive, and a handle who
 collected raises ValueError. A closed comm raises the binding's own SymmarError (comm is closed).
 The ops call Comm.all_reduce_ / all_reduce / all_reduce_add_rms_norm, so every check on the
 tensors stays in the binding; the fake implementations give shapes and dtypes only.
+
+Where the build made libsymmar_torch (a Python with torch at build time), all_reduce_ and
+all_reduce have compiled kernels: a dense tensor of a symmar dtype on the comm's device, op
+sum/max/min, goes to symmarAllReduce without entering Python; every other call goes on to the
+Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
 """
+import ctypes
 import itertools
+import logging
+import os
 import threading
 import weakref
 
@@ -22,6 +30,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("symmar.ops needs PyTorch (pip install torch)") from e
 
 from . import _core
+from . import _lib as L
+
+_log = logging.getLogger("symmar")
 
 _lock = threading.Lock()  # ranks may be threads of one process, each registering its comm
 _next = itertools.count(1)  # 0 is never a handle: a zeroed int does not name a comm by accident
@@ -45,6 +56,9 @@ def handle(comm):
 
             _comms[h] = weakref.ref(comm, forget)
             _handles[comm] = h
+            if _compiled is not None and not comm.closed:
+                _compiled.symmarTorchBindComm(h, comm.handle, comm._device)
+                _core.on_close(comm, lambda h=h: _compiled.symmarTorchUnbindComm(h))
         return h
 
 
@@ -59,7 +73,29 @@ def comm_of(h):
     return comm
 
 
-# The ops are defined with Library.define and Python kernels for the CPU and CUDA keys, not with
+def _load_compiled():
+    """libsymmar_torch from beside the loaded libsymmar, or None (not built, not wanted, or built
+    against another torch: then the Python kernels serve, and the reason is logged once)."""
+    if os.environ.get("SYMMAR_TORCH_OPS", "compiled") == "python":
+        return None
+    folder = os.path.dirname(L.library_path())
+    path = os.path.join(folder, "libsymmar_torch.so")
+    if not folder or not os.path.exists(path):
+        return None
+    try:
+        torch.ops.load_library(path)  # registers the CPU and CUDA kernels of the two allreduce ops
+        compiled = ctypes.CDLL(path)
+    except (OSError, RuntimeError) as e:
+        _log.warning("symmar: %s does not load (%s); torch.ops.symmar uses its Python kernels", path, e)
+        return None
+    compiled.symmarTorchBindComm.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    compiled.symmarTorchBindComm.restype = None
+    compiled.symmarTorchUnbindComm.argtypes = [ctypes.c_int64]
+    compiled.symmarTorchUnbindComm.restype = None
+    return compiled
+
+
+# The ops are defined with Library.define and kernels for the CPU and CUDA keys, not with
 # torch.library.custom_op: custom_op wraps every call in Python-level autograd and version-counter
 # handling, about 25 us per eager call here against under 5 us for this route
 # (python/benchmarks/op_overhead.py), several times the allreduce of a small tensor. There is no
@@ -67,14 +103,20 @@ def comm_of(h):
 # The schemas spell `int comm`, so dynamo keeps the handle as a constant of the graph.
 _lib = torch.library.Library("symmar", "FRAGMENT")
 _increment_version = torch.autograd.graph.increment_version
+_compiled = _load_compiled()
+compiled = _compiled is not None  # whether all_reduce_ and all_reduce run libsymmar_torch's kernels
 
 
-def _op(schema, kernel, fake):
+def _op(schema, kernel, fake, has_compiled_kernel=False):
     name = schema[:schema.index("(")]
     _lib.define(schema)
+    if has_compiled_kernel and _compiled is not None:
+        # The compiled kernel hands the calls it does not take to this one, under a private name.
+        name = "_py_" + name
+        _lib.define(name + schema[schema.index("("):])
     for key in ("CPU", "CUDA"):
         _lib.impl(name, kernel, key)
-    torch.library.register_fake("symmar::" + name, fake, lib=_lib)
+    torch.library.register_fake("symmar::" + schema[:schema.index("(")], fake, lib=_lib)
 
 
 def _all_reduce_(x, comm, op="sum"):
@@ -101,12 +143,24 @@ def _all_reduce_add_rms_norm(x, gamma, residual, comm, eps=1e-6, algo="auto"):
     return res_out, norm_out
 
 
+def _raise_failure(x, comm, code):
+    """The compiled kernels' error path: raises the binding's SymmarError for a failed collective."""
+    comm_of(comm)._fail(code)
+    raise RuntimeError("symmar op: the collective failed with code %d" % code)
+
+
 def _empty(x):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-_op('all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()', _all_reduce_, lambda x, comm, op="sum": None)
-_op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambda x, comm, op="sum": _empty(x))
+_op('all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()', _all_reduce_, lambda x, comm, op="sum": None,
+    has_compiled_kernel=True)
+_op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambda x, comm, op="sum": _empty(x),
+    has_compiled_kernel=True)
 _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
     lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)))
+if _compiled is not None:
+    _lib.define("_raise_failure(Tensor x, int comm, int code) -> ()")
+    for _key in ("CPU", "CUDA"):
+        _lib.impl("_raise_failure", _raise_failure, _key)

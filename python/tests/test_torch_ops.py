@@ -212,3 +212,61 @@ def test_in_place_op_bumps_the_version(comm):
     torch.ops.symmar.all_reduce_(b, h)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+# ---- the compiled kernels (libsymmar_torch) ----
+
+def test_compiled_kernels_load_where_built():
+    beside = os.path.join(os.path.dirname(symmar._lib.library_path()), "libsymmar_torch.so")
+    if os.environ.get("SYMMAR_TORCH_OPS") == "python":
+        pytest.skip("SYMMAR_TORCH_OPS=python keeps the Python kernels")
+    if not os.path.exists(beside):
+        pytest.skip("no libsymmar_torch.so beside %s (built only where CMake found a Python with torch)"
+                    % symmar._lib.library_path())
+    assert ops.compiled, "libsymmar_torch.so is beside libsymmar but symmar.ops did not load it"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32", "float64"])
+def test_every_dtype_and_op_at_two_ranks_against_float64(dtype):
+    # Ranks as threads of this process: each call below blocks until its peer's, so a kernel that
+    # held the GIL through the collective would hang here.
+    from rank_threads import run_threads
+    comms = symmar.Comm.init_all(2, devices=["cpu", "cpu"], timeout_ms=TIMEOUT_MS)
+    try:
+        handles = [ops.handle(c) for c in comms]
+        inputs = [torch.tensor([3, -7, 12, 5, -1, 8, 0, 2], dtype=torch.float64) * (r + 1) + r for r in range(2)]
+        want = {"sum": inputs[0] + inputs[1], "max": torch.maximum(*inputs), "min": torch.minimum(*inputs)}
+        want["avg"] = want["sum"] / 2 if dtype != "int32" else None
+
+        def rank(comm):
+            r = comm.rank
+            got = {}
+            for op in ("sum", "max", "min", "avg"):
+                if want[op] is None:
+                    continue
+                x = inputs[r].to(getattr(torch, dtype), copy=True)
+                got[op, "out"] = torch.ops.symmar.all_reduce(x, handles[r], op)
+                torch.ops.symmar.all_reduce_(x, handles[r], op)
+                got[op, "in"] = x
+            return got
+
+        for r, got in enumerate(run_threads(comms, rank)):
+            for (op, form), t in got.items():
+                assert t.dtype == getattr(torch, dtype) and t.is_contiguous()
+                assert torch.equal(t.double(), want[op]), "rank %d %s %s: %s != %s" % (r, op, form, t, want[op])
+    finally:
+        for c in comms:
+            c.close()
+
+
+def test_a_failed_collective_raises_the_binding_error():
+    comms = symmar.Comm.init_all(2, devices=["cpu", "cpu"], timeout_ms=300)
+    try:
+        h = ops.handle(comms[0])
+        for call in (lambda: torch.ops.symmar.all_reduce_(torch.ones(4), h),
+                     lambda: torch.ops.symmar.all_reduce(torch.ones(4), h)):
+            with pytest.raises(symmar.SymmarError):  # rank 1 never calls: rank 0 gives up
+                call()
+    finally:
+        for c in comms:
+            c.close()

@@ -63,3 +63,30 @@ for path in loaded:
     assert not real.startswith(checkout + os.sep), path
 print("wheel %s: version %s, libraries %s" % (os.path.basename(site), symmar.__version__, ", ".join(loaded)))
 PYEOF
+
+# The compiled torch op kernels, when the build's Python had torch: the wheel's copy loads into
+# that Python's torch (the fresh venv above has no torch) and serves a call.
+if "$PY" -c 'import sys, zipfile; sys.exit("symmar/libsymmar_torch.so" not in zipfile.ZipFile(sys.argv[1]).namelist())' "$WHEEL"; then
+  echo "==== the wheel's libsymmar_torch with $("$PY" -c 'import torch; print("torch", torch.__version__)')"
+  SITE=$("$TMP/venv/bin/python" -c 'import os, symmar; print(os.path.dirname(os.path.dirname(symmar.__file__)))')
+  PYTHONPATH="$SITE" "$PY" - <<'PYEOF'
+import os
+
+import torch
+
+import symmar
+import symmar.torch  # noqa: F401
+from symmar import ops
+
+assert os.path.dirname(symmar.library_path()) == os.path.dirname(symmar.__file__), symmar.library_path()
+assert ops.compiled, "the wheel's libsymmar_torch did not load"
+(comm,) = symmar.Comm.init_all(1, devices=["cpu"])
+x = torch.arange(6, dtype=torch.bfloat16)
+torch.ops.symmar.all_reduce_(x, ops.handle(comm))
+assert torch.equal(x, torch.arange(6, dtype=torch.bfloat16))
+comm.close()
+print("wheel's libsymmar_torch: loaded and served a call")
+PYEOF
+else
+  echo "==== no libsymmar_torch in the wheel (the build's Python has no torch)"
+fi
