@@ -234,6 +234,33 @@ symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count,
 symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t count, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream);
 
+/**
+ * Reduce-scatter: sendbuf holds nranks blocks of recvcount elements; rank r receives in recvbuf the
+ * reduction over the ranks of block r. In place when recvbuf == sendbuf + rank * recvcount
+ * elements (NCCL's rule); any other overlap is refused before anything is written. recvcount == 0
+ * moves no data (buffers may be NULL) and, on the host backend, still takes part in call matching.
+ * fp16/bf16 accumulate in fp32, in rank order: every rank's block is reduced the same way, so a
+ * reduce-scatter followed by an all-gather gives every rank the same bits. Host backend: complete
+ * on return, stream must be NULL. Served by symmarAlgoOneShot on a host comm that shares memory,
+ * by the fallbacks (nccl, mpi) elsewhere.
+ */
+symmarResult_t symmarReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, symmarDataType_t dtype,
+                                   symmarRedOp_t op, symmarComm_t comm, void* stream);
+/** As symmarReduceScatter with one algorithm forced; symmarUnsupported if it cannot serve. */
+symmarResult_t symmarReduceScatterAlgo(const void* sendbuf, void* recvbuf, size_t recvcount, symmarDataType_t dtype,
+                                       symmarRedOp_t op, symmarAlgo_t algo, symmarComm_t comm, void* stream);
+/**
+ * All-gather: every rank's sendcount elements land in recvbuf, rank r's at recvbuf + r * sendcount
+ * elements. In place when sendbuf == recvbuf + rank * sendcount elements (NCCL's rule); any other
+ * overlap is refused before anything is written. sendcount == 0 as for symmarReduceScatter. Host
+ * backend: complete on return, stream must be NULL.
+ */
+symmarResult_t symmarAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, symmarDataType_t dtype,
+                               symmarComm_t comm, void* stream);
+/** As symmarAllGather with one algorithm forced; symmarUnsupported if it cannot serve. */
+symmarResult_t symmarAllGatherAlgo(const void* sendbuf, void* recvbuf, size_t sendcount, symmarDataType_t dtype,
+                                   symmarAlgo_t algo, symmarComm_t comm, void* stream);
+
 /* ---- Fused allreduce + residual add + RMSNorm ---- */
 
 /**
@@ -288,6 +315,19 @@ typedef symmarResult_t (*symmarFallbackAllReduceFn)(const void* sendbuf, void* r
  */
 symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceFn fn, void (*release)(void* user),
                                      void* user);
+/** A host fallback reduce-scatter (symmarReduceScatter's arguments, minus comm and stream). */
+typedef symmarResult_t (*symmarFallbackReduceScatterFn)(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                                        symmarDataType_t dtype, symmarRedOp_t op, void* user);
+/** A host fallback all-gather (symmarAllGather's arguments, minus comm and stream). */
+typedef symmarResult_t (*symmarFallbackAllGatherFn)(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                                    symmarDataType_t dtype, void* user);
+/**
+ * Adds reduce-scatter and all-gather to the host fallback that symmarCommSetFallback installed
+ * (called with its user pointer). Either may be NULL: that collective then has no host fallback.
+ * symmarInvalidUsage when no fallback is installed; symmarCommSetFallback clears both.
+ */
+symmarResult_t symmarCommSetFallbackCollectives(symmarComm_t comm, symmarFallbackReduceScatterFn reduce_scatter,
+                                                symmarFallbackAllGatherFn all_gather);
 /** Uses the engine's ncclComm_t as the comm's fallback (not owned). */
 symmarResult_t symmarCommAdoptNccl(symmarComm_t comm, void* nccl_comm);
 /**

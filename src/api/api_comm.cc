@@ -146,6 +146,21 @@ symmarResult_t symmarCommSetFallback(symmarComm_t comm, symmarFallbackAllReduceF
     comm->fallback_fn = fn;
     comm->fallback_release = release;
     comm->fallback_user = user;
+    comm->fallback_reduce_scatter = nullptr;
+    comm->fallback_all_gather = nullptr;
+    return symmarSuccess;
+  });
+}
+
+symmarResult_t symmarCommSetFallbackCollectives(symmarComm_t comm, symmarFallbackReduceScatterFn reduce_scatter,
+                                                symmarFallbackAllGatherFn all_gather) {
+  return guardedCollective(comm, [&] {
+    if (!comm->fallback_fn) {
+      return fail(symmarInvalidUsage, "symmarCommSetFallbackCollectives: install the fallback with "
+                  "symmarCommSetFallback first");
+    }
+    comm->fallback_reduce_scatter = reduce_scatter;
+    comm->fallback_all_gather = all_gather;
     return symmarSuccess;
   });
 }

@@ -31,4 +31,28 @@ symmarResult_t checkBuffers(const void* send, void* recv, size_t count, symmarDa
   return symmarSuccess;
 }
 
+symmarResult_t checkScatterGatherBuffers(Collective coll, const void* send, void* recv, size_t count,
+                                         symmarDataType_t dtype, int rank, int nranks, const char* fn) {
+  if (!send || !recv) return fail(symmarInvalidArgument, "%s: sendbuf and recvbuf must not be NULL", fn);
+  const size_t elem = symmarTypeSize(dtype);
+  if (count > SIZE_MAX / elem / static_cast<size_t>(nranks)) {
+    return fail(symmarInvalidArgument, "%s: %d ranks x %zu %s elements overflow the byte size", fn, nranks, count,
+                dtypeName(dtype));
+  }
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (s % elem || r % elem) {
+    return fail(symmarInvalidArgument, "%s: buffers must be aligned to the %zu-byte element size", fn, elem);
+  }
+  const size_t block = count * elem, whole = block * static_cast<size_t>(nranks);
+  const bool scatter = coll == Collective::kReduceScatter;
+  const uintptr_t big = scatter ? s : r, small = scatter ? r : s;  // the nranks-block buffer and the one-block one
+  if (small == big + static_cast<size_t>(rank) * block) return symmarSuccess;  // in place
+  if (small < big + whole && big < small + block) {
+    return fail(symmarInvalidArgument,
+                "%s: sendbuf and recvbuf overlap without being in place (in place needs %s == %s + rank * count)", fn,
+                scatter ? "recvbuf" : "sendbuf", scatter ? "sendbuf" : "recvbuf");
+  }
+  return symmarSuccess;
+}
+
 }  // namespace symmar

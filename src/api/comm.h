@@ -32,6 +32,8 @@ struct symmarComm {
   symmarFallbackAllReduceFn fallback_fn = nullptr;
   void (*fallback_release)(void*) = nullptr;
   void* fallback_user = nullptr;
+  symmarFallbackReduceScatterFn fallback_reduce_scatter = nullptr;  // beside fallback_fn, same user
+  symmarFallbackAllGatherFn fallback_all_gather = nullptr;
 
   // A timeout or peer failure fails the comm for good; later calls report the original cause.
   std::atomic<int> failed{symmarSuccess};
@@ -39,7 +41,8 @@ struct symmarComm {
   std::string failed_cause;
   std::string last_error;
 
-  uint32_t fallbacks() const;
+  /// Bits of the fallbacks that serve coll on this comm (nccl, mpi).
+  uint32_t fallbacks(symmar::Collective coll = symmar::Collective::kAllReduce) const;
   /// A comm of the CUDA backend (creation resolves settings.device to a GPU or SYMMAR_DEVICE_CPU).
   bool gpu() const { return settings.device >= 0; }
 };

@@ -96,6 +96,12 @@ class Backend {
     (void)call;
     return symmarUnsupported;
   }
+  /// Runs one reduce-scatter or all-gather (call.coll) with an algorithm that can serve it.
+  /// Arguments are validated. symmarUnsupported where the backend has no form of it.
+  virtual symmarResult_t scatterGather(const ScatterGatherCall& call) {
+    (void)call;
+    return symmarUnsupported;
+  }
   virtual symmarResult_t memAlloc(size_t bytes, void** ptr) = 0;
   virtual symmarResult_t memFree(void* ptr) = 0;
   /// Asynchronous status (a device-side timeout); symmarSuccess if none.

@@ -25,6 +25,26 @@ struct AllReduceCall {
   size_t bytes() const { return count * elem(); }
 };
 
+/// The collectives a comm runs.
+enum class Collective : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
+
+/// One reduce-scatter or all-gather, arguments checked and algorithm chosen
+/// (api_scatter_gather.cc). count: elements per rank (a reduce-scatter's recvcount, an
+/// all-gather's sendcount); send and recv hold count and nranks * count elements or the reverse.
+/// In place (NCCL's rule): recv == send + rank * count (reduce-scatter) or send == recv + rank *
+/// count (all-gather). op is symmarSum for an all-gather. count 0 takes part in call matching.
+struct ScatterGatherCall {
+  Collective coll;
+  const void* send;
+  void* recv;
+  size_t count;
+  symmarDataType_t dtype;
+  symmarRedOp_t op;
+  symmarAlgo_t algo;
+  void* stream;
+  size_t elem() const { return symmarTypeSize(dtype); }
+};
+
 /// The fused allreduce + residual add + RMSNorm (+ FP8) call, arguments checked
 /// (symmarAllReduceAddRmsNorm).
 struct AddRmsNormCall {
@@ -61,6 +81,11 @@ inline uint64_t callSignature(const AllReduceCall& c) { return callSignature(c.c
 inline uint64_t callSignature(const AddRmsNormCall& c, symmarAlgo_t form) {
   const uint64_t base = callSignature(c.tokens * c.hidden, c.dtype, symmarSum, 100 + form);
   return fnv1aMix(fnv1aMix(base, c.hidden), c.fp8_out ? 1 : 0) | 1;
+}
+/// A reduce-scatter's or all-gather's signature: its algorithm code lies outside the enum and past
+/// the fused call's, so it never equals an allreduce's or another collective's.
+inline uint64_t callSignature(const ScatterGatherCall& c) {
+  return callSignature(c.count, c.dtype, c.op, 200 + 16 * static_cast<int>(c.coll) + c.algo);
 }
 /// A signature with the call's number in the comm's call sequence: what a barrier or a lamport
 /// header carries, so that two ranks whose calls went out of step never pair. Never 0.

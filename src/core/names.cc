@@ -51,6 +51,25 @@ const char* linkName(symmarLink_t link) {
 const char* dtypeName(symmarDataType_t dtype) { return validDtype(dtype) ? kDtypeNames[dtype] : "unknown"; }
 const char* opName(symmarRedOp_t op) { return validOp(op) ? kOpNames[op] : "unknown"; }
 
+const char* collectiveName(Collective coll) {
+  switch (coll) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kAllGather: return "allgather";
+  }
+  return "unknown";
+}
+
+bool parseCollectiveName(const char* name, Collective* coll) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+    if (name && strcasecmp(name, collectiveName(c)) == 0) {
+      *coll = c;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool parseDtypeName(const char* name, symmarDataType_t* dtype) { return parseName(kDtypeNames, name, dtype); }
 
 bool parseOpName(const char* name, symmarRedOp_t* op) { return parseName(kOpNames, name, op); }

@@ -4,9 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "core/call.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
+
+/// "allreduce", "reducescatter" or "allgather" (symmar_perf -C takes these names).
+const char* collectiveName(Collective coll);
+/// Parses a name of collectiveName (case-insensitive). False if unknown.
+bool parseCollectiveName(const char* name, Collective* coll);
 
 /// The name symmarAlgoName returns; "unknown" outside the enum. Takes the raw int because C
 /// callers may pass any value, and loading an out-of-range one as the C++ enum is undefined.

@@ -230,6 +230,17 @@ symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
   return launch(kernel, gridFor(lc, c.count, c.dtype, c.algo), threadsFor(c.algo), &a, s);
 }
 
+symmarResult_t CudaBackend::scatterGather(const ScatterGatherCall& c) {
+  SYMMAR_CHECK(asyncError());
+  if (c.count == 0) return symmarSuccess;
+  if (c.algo != symmarAlgoNccl || !nccl_ok_) {
+    return fail(symmarUnsupported, "algorithm %s has no reduce-scatter or all-gather form on a GPU comm",
+                symmarAlgoName(c.algo));
+  }
+  DeviceGuard guard(device_);
+  return nccl_.scatterGather(ctx_, c);
+}
+
 symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream) {
   void* params[] = {args};
   cudaLaunchConfig_t cfg{};

@@ -58,6 +58,12 @@ class HierarchicalCudaBackend : public Backend {
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&) override {
     return fail(symmarUnsupported, "no fused form across hosts: the norm needs every host's sum");
   }
+  /// Across hosts reduce-scatter and all-gather are NCCL's, over the comm-wide communicator.
+  symmarResult_t scatterGather(const ScatterGatherCall& c) override {
+    if (c.count == 0) return symmarSuccess;
+    if (c.algo != symmarAlgoNccl) return fail(symmarUnsupported, "across hosts only NCCL serves this collective");
+    return comm_nccl_.scatterGather(ctx_, c);
+  }
   symmarResult_t memAlloc(size_t bytes, void** ptr) override { return host_->memAlloc(bytes, ptr); }
   symmarResult_t memFree(void* ptr) override { return host_->memFree(ptr); }
   symmarResult_t asyncError() override { return host_->asyncError(); }

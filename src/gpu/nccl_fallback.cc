@@ -58,6 +58,8 @@ bool NcclFallback::load() {
   get_unique_id_ = reinterpret_cast<GetUniqueIdFn>(dlsym(lib, "ncclGetUniqueId"));
   comm_init_rank_ = reinterpret_cast<CommInitRankFn>(dlsym(lib, "ncclCommInitRank"));
   all_reduce_ = reinterpret_cast<AllReduceFn>(dlsym(lib, "ncclAllReduce"));
+  reduce_scatter_ = reinterpret_cast<AllReduceFn>(dlsym(lib, "ncclReduceScatter"));
+  all_gather_ = reinterpret_cast<AllGatherFn>(dlsym(lib, "ncclAllGather"));
   comm_destroy_ = reinterpret_cast<CommFn>(dlsym(lib, "ncclCommDestroy"));
   comm_abort_ = reinterpret_cast<CommFn>(dlsym(lib, "ncclCommAbort"));
   error_string_ = reinterpret_cast<ErrorStringFn>(dlsym(lib, "ncclGetErrorString"));
@@ -152,11 +154,11 @@ symmarResult_t NcclFallback::ensureComm(const BackendContext& ctx) {
   return symmarSuccess;
 }
 
-symmarResult_t NcclFallback::allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count,
-                                       symmarDataType_t dtype, symmarRedOp_t op, cudaStream_t stream) {
+symmarResult_t NcclFallback::prepareCall(const BackendContext& ctx, symmarDataType_t dtype, cudaStream_t stream,
+                                         int* type) {
   if (!lib_) return fail(symmarUnsupported, "the NCCL fallback is not available (libnccl not loaded)");
-  int type = ncclType(dtype);
-  if (type < 0) return fail(symmarInvalidArgument, "data type %s has no NCCL equivalent", dtypeName(dtype));
+  *type = ncclType(dtype);
+  if (*type < 0) return fail(symmarInvalidArgument, "data type %s has no NCCL equivalent", dtypeName(dtype));
   if (!comm_) {
     // Creating the NCCL communicator is collective and synchronous: it cannot happen inside a
     // CUDA graph capture (the capture would break or silently lose the NCCL call).
@@ -166,9 +168,29 @@ symmarResult_t NcclFallback::allReduce(const BackendContext& ctx, const void* se
                   "call that NCCL serves (or symmarCommAdoptNccl) before capturing");
     }
   }
-  SYMMAR_CHECK(ensureComm(ctx));
+  return ensureComm(ctx);
+}
+
+symmarResult_t NcclFallback::allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count,
+                                       symmarDataType_t dtype, symmarRedOp_t op, cudaStream_t stream) {
+  int type = 0;
+  SYMMAR_CHECK(prepareCall(ctx, dtype, stream, &type));
   int res = all_reduce_(send, recv, count, type, ncclOp(op), comm_, stream);
   if (res != kNcclSuccess) return ncclFailure(res, "ncclAllReduce");
+  return symmarSuccess;
+}
+
+symmarResult_t NcclFallback::scatterGather(const BackendContext& ctx, const ScatterGatherCall& c) {
+  int type = 0;
+  cudaStream_t stream = static_cast<cudaStream_t>(c.stream);
+  SYMMAR_CHECK(prepareCall(ctx, c.dtype, stream, &type));
+  const bool scatter = c.coll == Collective::kReduceScatter;
+  if (scatter ? !reduce_scatter_ : !all_gather_) {
+    return fail(symmarUnsupported, "this libnccl has no %s", scatter ? "ncclReduceScatter" : "ncclAllGather");
+  }
+  const int res = scatter ? reduce_scatter_(c.send, c.recv, c.count, type, ncclOp(c.op), comm_, stream)
+                          : all_gather_(c.send, c.recv, c.count, type, comm_, stream);
+  if (res != kNcclSuccess) return ncclFailure(res, scatter ? "ncclReduceScatter" : "ncclAllGather");
   return symmarSuccess;
 }
 

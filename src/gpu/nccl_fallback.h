@@ -30,6 +30,8 @@ class NcclFallback {
   /// every rank reaches it through the same planned call). Any dtype the API knows.
   symmarResult_t allReduce(const BackendContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                            symmarRedOp_t op, cudaStream_t stream);
+  /// ncclReduceScatter or ncclAllGather (call.coll) on the comm's NCCL communicator, as allReduce.
+  symmarResult_t scatterGather(const BackendContext& ctx, const ScatterGatherCall& call);
   /// Collective over this communicator (which must exist): ncclCommSplit by color, ranked by key,
   /// into out (loaded, owning the new communicator). symmarUnsupported when this NCCL has no
   /// ncclCommSplit (before 2.18).
@@ -42,6 +44,8 @@ class NcclFallback {
 
  private:
   symmarResult_t ensureComm(const BackendContext& ctx);
+  /// Loaded, dtype known to NCCL (*type), communicator made (never inside a graph capture).
+  symmarResult_t prepareCall(const BackendContext& ctx, symmarDataType_t dtype, cudaStream_t stream, int* type);
   symmarResult_t ncclFailure(int res, const char* what) const;
 
   // Minimal mirrors of nccl.h: an opaque comm, a 128-byte unique id, int results and enums.
@@ -51,6 +55,7 @@ class NcclFallback {
   using GetUniqueIdFn = int (*)(UniqueId*);
   using CommInitRankFn = int (*)(void**, int, UniqueId, int);
   using AllReduceFn = int (*)(const void*, void*, size_t, int, int, void*, cudaStream_t);
+  using AllGatherFn = int (*)(const void*, void*, size_t, int, void*, cudaStream_t);
   using CommFn = int (*)(void*);
   using ErrorStringFn = const char* (*)(int);
 
@@ -58,6 +63,8 @@ class NcclFallback {
   GetUniqueIdFn get_unique_id_ = nullptr;
   CommInitRankFn comm_init_rank_ = nullptr;
   AllReduceFn all_reduce_ = nullptr;
+  AllReduceFn reduce_scatter_ = nullptr;  // the same parameters, recvcount in place of count
+  AllGatherFn all_gather_ = nullptr;
   CommFn comm_destroy_ = nullptr;
   CommFn comm_abort_ = nullptr;
   ErrorStringFn error_string_ = nullptr;

@@ -29,6 +29,7 @@ class HostBackend : public Backend {
 
   symmarResult_t allReduce(const AllReduceCall& call) override;
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
+  symmarResult_t scatterGather(const ScatterGatherCall& call) override;  // host_scatter_gather.cc
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t setInterHost(const InterHostCarrier& carrier) override;
@@ -53,6 +54,8 @@ class HostBackend : public Backend {
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   symmarResult_t runLamport(const Call& call);  // host_lamport.cc
+  symmarResult_t runReduceScatter(const ScatterGatherCall& call);  // host_scatter_gather.cc
+  symmarResult_t runAllGather(const ScatterGatherCall& call);
   // Across hosts (host_hierarchy.cc): combines this rank's part of a call's result (elements
   // [begin, begin + n), reduced over this host) with the other hosts' (InterHost::combine), into
   // the output and into publish when not null. A failure breaks the comm (engine requests may be

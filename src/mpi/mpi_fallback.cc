@@ -1,9 +1,11 @@
-// libsymmar_mpi: bootstraps a comm over MPI and installs MPI_Allreduce as the `mpi` fallback.
+// libsymmar_mpi: bootstraps a comm over MPI and installs MPI_Allreduce, MPI_Reduce_scatter_block and
+// MPI_Allgather as the `mpi` fallback.
 // Built against the public C API, plus the host backend's SIMD reduction for fp16/bf16.
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -48,19 +50,70 @@ MPI_Op halfOp(symmarDataType_t dtype, symmarRedOp_t op) {
   return ops[dtype == symmarBfloat16 ? 1 : 0][op];
 }
 
+/// The MPI datatype and operation of (dtype, op): fp16/bf16 as 16-bit words with symmar's operations.
+void mpiTypeOp(symmarDataType_t dtype, symmarRedOp_t op, MPI_Datatype* type, MPI_Op* mop) {
+  *mop = op == symmarSum ? MPI_SUM : (op == symmarMax ? MPI_MAX : MPI_MIN);
+  switch (dtype) {
+    case symmarFloat32: *type = MPI_FLOAT; break;
+    case symmarFloat64: *type = MPI_DOUBLE; break;
+    case symmarInt32: *type = MPI_INT32_T; break;
+    default:
+      *type = MPI_UINT16_T;
+      *mop = halfOp(dtype, op);
+  }
+}
+
+/// MPI counts are int: a larger per-rank block is refused (chunking would need strided types).
+constexpr size_t kMaxBlockCount = 1u << 30;
+
+symmarResult_t fallbackReduceScatter(const void* send, void* recv, size_t recvcount, symmarDataType_t dtype,
+                                symmarRedOp_t op, void* user) {
+  MPI_Comm comm = static_cast<MpiState*>(user)->comm;
+  if (recvcount > kMaxBlockCount) {
+    return mpiFailure(symmarUnsupported, "the mpi fallback's reduce-scatter takes at most 2^30 elements per rank");
+  }
+  MPI_Datatype type;
+  MPI_Op mop;
+  mpiTypeOp(dtype, op, &type, &mop);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const size_t block = recvcount * symmarTypeSize(dtype);
+  // In place (recv is this rank's block of send) MPI would leave the result at the start of send:
+  // reduce into a scratch block instead, then copy it to its place.
+  const bool in_place = static_cast<const char*>(send) + static_cast<size_t>(rank) * block == recv;
+  void* out = in_place ? malloc(block ? block : 1) : recv;
+  if (!out) return mpiFailure(symmarOutOfMemory, "the mpi fallback's reduce-scatter: out of host memory");
+  const int rc = MPI_Reduce_scatter_block(send, out, static_cast<int>(recvcount), type, mop, comm);
+  if (in_place) {
+    if (rc == MPI_SUCCESS) memcpy(recv, out, block);
+    free(out);
+  }
+  if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "MPI_Reduce_scatter_block failed", rc);
+  return symmarSuccess;
+}
+
+symmarResult_t fallbackAllGather(const void* send, void* recv, size_t sendcount, symmarDataType_t dtype, void* user) {
+  MPI_Comm comm = static_cast<MpiState*>(user)->comm;
+  const size_t bytes = sendcount * symmarTypeSize(dtype);
+  if (bytes > static_cast<size_t>(INT32_MAX)) {
+    return mpiFailure(symmarUnsupported, "the mpi fallback's all-gather takes at most 2 GiB per rank");
+  }
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // NCCL's in-place rule (send is this rank's block of recv) is MPI's MPI_IN_PLACE.
+  const bool in_place = static_cast<const char*>(recv) + static_cast<size_t>(rank) * bytes == send;
+  const int n = static_cast<int>(bytes);
+  const int rc = MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, MPI_BYTE, recv, n, MPI_BYTE, comm);
+  if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "MPI_Allgather failed", rc);
+  return symmarSuccess;
+}
+
 symmarResult_t mpiAllReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
                             void* user) {
   MPI_Comm comm = static_cast<MpiState*>(user)->comm;
-  MPI_Datatype type = MPI_BYTE;
-  MPI_Op mop = op == symmarSum ? MPI_SUM : (op == symmarMax ? MPI_MAX : MPI_MIN);
-  switch (dtype) {
-    case symmarFloat32: type = MPI_FLOAT; break;
-    case symmarFloat64: type = MPI_DOUBLE; break;
-    case symmarInt32: type = MPI_INT32_T; break;
-    default:
-      type = MPI_UINT16_T;
-      mop = halfOp(dtype, op);
-  }
+  MPI_Datatype type;
+  MPI_Op mop;
+  mpiTypeOp(dtype, op, &type, &mop);
   const void* in = send == recv ? MPI_IN_PLACE : send;
   const char* r = static_cast<char*>(recv);
   const char* s = static_cast<const char*>(send);
@@ -105,6 +158,7 @@ extern "C" symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_com
   symmarResult_t res = symmarCommInitExternal(comm, size, rank, mpiAllGather, state, config);
   if (res == symmarSuccess) res = symmarCommSetFallback(*comm, mpiAllReduce, releaseState, state);
   const bool fallback_set = res == symmarSuccess;
+  if (res == symmarSuccess) res = symmarCommSetFallbackCollectives(*comm, fallbackReduceScatter, fallbackAllGather);
   // Across hosts: the ranks sharing a local index get a communicator of their own for the
   // inter-host stage (split from the duplicate, which the fallback keeps).
   if (res == symmarSuccess) res = symmar_mpi::installInterHost(*comm, state->comm);

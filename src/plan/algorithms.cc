@@ -19,15 +19,25 @@ bool gpuPeerLink(const symmarTopology_t& t) {
 
 /// One-shot and two-shot: every host comm that shares memory, every GPU comm with peer access.
 Refusal symmetric(const symmarTopology_t& t, const Request& r, uint32_t) {
-  if (t.link == symmarLinkHostMemory) return Refusal::kNone;
+  if (t.link == symmarLinkHostMemory) {
+    // Reduce-scatter and all-gather have no hierarchical form across hosts yet.
+    return r.coll != Collective::kAllReduce && r.hosts > 1 ? Refusal::kCollective : Refusal::kNone;
+  }
   if (!gpuPeerLink(t)) return Refusal::kLink;
+  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;  // no GPU kernels for them yet
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
+}
+
+/// Two-shot is itself a reduce-scatter and an all-gather: those collectives are one-shot's.
+Refusal twoShot(const symmarTopology_t& t, const Request& r, uint32_t fallbacks) {
+  return r.coll != Collective::kAllReduce ? Refusal::kCollective : symmetric(t, r, fallbacks);
 }
 
 /// NVLink SHARP: an NVSwitch with multicast, an architecture with multimem, and a reduction the
 /// switch has (f32 only adds: there is no f32 max/min multimem form).
 Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
   if (t.cc_major == 0 || t.link != symmarLinkNvSwitch) return Refusal::kLink;
+  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;
   if (!archSupportsMultimem(t.cc_major, t.cc_minor)) return Refusal::kArch;
   if (!t.multicast || t.world_size < 2) return Refusal::kNoMulticast;
   if (!kernelDtype(r.dtype)) return Refusal::kDtype;
@@ -41,6 +51,7 @@ Refusal lamport(const symmarTopology_t& t, const Request& r, uint32_t) {
   const bool peer =
       t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
   if (t.link != symmarLinkHostMemory && !peer) return Refusal::kLink;
+  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }
 
@@ -58,7 +69,7 @@ Refusal mpi(const symmarTopology_t& t, const Request&, uint32_t fallbacks) {
 
 const AlgorithmTraits kTraits[] = {
     {symmarAlgoOneShot, symmetric, true, 0},
-    {symmarAlgoTwoShot, symmetric, true, 0},
+    {symmarAlgoTwoShot, twoShot, true, 0},
     {symmarAlgoMultimem, multimem, false, 0},
     {symmarAlgoNccl, nccl, false, 0},
     {symmarAlgoMpi, mpi, false, 0},
@@ -101,6 +112,7 @@ const char* refusalText(Refusal refusal) {
     case Refusal::kTooLarge: return "the message is larger than its buffers hold";
     case Refusal::kNoFallback: return "this comm has no such fallback";
     case Refusal::kDisabled: return "SYMMAR_DISABLE names it";
+    case Refusal::kCollective: return "it has no form of this collective on this comm";
   }
   return "unknown";
 }

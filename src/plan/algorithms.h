@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/call.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
@@ -23,6 +24,7 @@ enum class Refusal {
   kTooLarge,        ///< the message is larger than the algorithm's buffers hold
   kNoFallback,      ///< the comm has no such fallback (nccl on GPU comms, mpi on host comms)
   kDisabled,        ///< SYMMAR_DISABLE names it
+  kCollective,      ///< it has no form of this collective (yet) on this comm
 };
 /// The reason in words, to follow "cannot serve this call: ".
 const char* refusalText(Refusal refusal);
@@ -32,6 +34,8 @@ struct Request {
   symmarDataType_t dtype;
   symmarRedOp_t op;
   size_t bytes;
+  Collective coll = Collective::kAllReduce;
+  int hosts = 1;  ///< hosts the comm spans (the host forms of reduce-scatter and all-gather serve one)
 };
 
 struct AlgorithmTraits {

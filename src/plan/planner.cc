@@ -171,6 +171,15 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
   return chooseAlgo(row, availableAlgos(topo, dtype, op, fallbacks), bytes);
 }
 
+symmarAlgo_t planScatterGather(const symmarTopology_t& topo, uint32_t fallbacks, const Request& request) {
+  const symmarAlgo_t forced = planEnv().forced;
+  if (forced != symmarAlgoAuto && refusalOf(forced, topo, request, fallbacks) == Refusal::kNone) return forced;
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoNccl, symmarAlgoMpi}) {
+    if (refusalOf(algo, topo, request, fallbacks) == Refusal::kNone) return algo;
+  }
+  return symmarAlgoAuto;
+}
+
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {
   if (row.arch == archOf(cc_major, cc_minor) || row.arch == kArchHost) return;
   static std::mutex mutex;

@@ -31,8 +31,9 @@
 
 namespace {
 
-enum Kind { kOneShot, kTwoShot, kLamport, kAuto, kFused, kCountZero, kKinds };
-const char* const kKindNames[] = {"oneshot", "twoshot", "lamport", "auto", "fused", "count0"};
+enum Kind { kOneShot, kTwoShot, kLamport, kAuto, kFused, kCountZero, kReduceScatter, kAllGather, kKinds };
+const char* const kKindNames[] = {"oneshot", "twoshot", "lamport", "auto", "fused", "count0", "reducescatter",
+                                  "allgather"};
 
 struct PlannedCall {
   int kind;
@@ -64,11 +65,13 @@ struct Schedule {
   int ncalls() const { return static_cast<int>(calls[0].size()); }
 };
 
-PlannedCall randomCall(std::mt19937& rng) {
+/// flat: one host (reduce-scatter and all-gather have no form across hosts without an MPI fallback).
+PlannedCall randomCall(std::mt19937& rng, bool flat) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   const size_t counts[] = {1, 7, 300, 5000};
-  PlannedCall c{pick(kKinds), static_cast<symmarDataType_t>(pick(3)), static_cast<symmarRedOp_t>(pick(symmarNumOps)),
-                counts[pick(4)], 0};
+  PlannedCall c{pick(flat ? kKinds : kReduceScatter), static_cast<symmarDataType_t>(pick(3)),
+                static_cast<symmarRedOp_t>(pick(symmarNumOps)), counts[pick(4)], 0};
+  if (c.kind == kAllGather) c.op = symmarSum;  // an all-gather has no op
   if (c.kind == kFused) {
     const size_t tokens[] = {0, 1, 3};
     const size_t hiddens[] = {0, 1, 7, 64};
@@ -87,7 +90,7 @@ Schedule makeSchedule(uint32_t seed) {
   s.per_host = rng() % 2 ? s.world : (s.world == 4 && rng() % 2 ? 2 : 1);
   const int ncalls = 12;
   std::vector<PlannedCall> base;
-  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng));
+  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng, s.per_host == s.world));
   s.calls.assign(static_cast<size_t>(s.world), base);
   s.perturbation.assign(static_cast<size_t>(s.world), std::vector<Perturbation>(static_cast<size_t>(ncalls)));
   // Small delays everywhere (ranks never move in lockstep), then at most two perturbations.
@@ -101,7 +104,7 @@ Schedule makeSchedule(uint32_t seed) {
       case 0: {  // another call: another kind, or another count, or count 0
         PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
         const PlannedCall before = c;
-        while (c == before) c = randomCall(rng);
+        while (c == before) c = randomCall(rng, s.per_host == s.world);
         break;
       }
       case 1:
@@ -141,10 +144,30 @@ struct Slots {
   int ncalls;
 };
 
+/// A reduce-scatter (rank r's block of the reduction of every rank's world blocks) or an all-gather
+/// (every rank's block at its place), checked against the float64 reference.
+symmarResult_t makeScatterGatherCall(symmarComm_t comm, const Schedule& s, int r, int k, bool* wrong) {
+  const PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
+  const size_t n = c.count, es = symmarTypeSize(c.dtype), whole = n * static_cast<size_t>(s.world);
+  const bool scatter = c.kind == kReduceScatter;
+  std::vector<char> send((scatter ? whole : n) * es + 16), recv((scatter ? n : whole) * es + 16);
+  for (size_t i = 0; i < (scatter ? whole : n); ++i) symmar::storeElement(send.data(), c.dtype, i, inputAt(r, k, i));
+  const symmarResult_t res = scatter ? symmarReduceScatter(send.data(), recv.data(), n, c.dtype, c.op, comm, nullptr)
+                                     : symmarAllGather(send.data(), recv.data(), n, c.dtype, comm, nullptr);
+  if (res != symmarSuccess) return res;
+  for (size_t i = 0; i < (scatter ? n : whole); ++i) {
+    const double want = scatter ? reduceRef(s, k, c, static_cast<size_t>(r) * n + i)
+                                : inputAt(static_cast<int>(i / n), k, i % n);
+    if (symmar::loadElement(recv.data(), c.dtype, i) != want) *wrong = true;
+  }
+  return res;
+}
+
 /// One call on rank r; true when the comm said success and the values are right (*wrong set when
 /// it said success with wrong values).
 symmarResult_t makeCall(symmarComm_t comm, const Schedule& s, int r, int k, bool* wrong) {
   const PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
+  if (c.kind == kReduceScatter || c.kind == kAllGather) return makeScatterGatherCall(comm, s, r, k, wrong);
   const size_t n = c.count, es = symmarTypeSize(c.dtype);
   std::vector<char> send(n * es + 16), recv(n * es + 16), extra(n * es + 16), gamma(c.hidden * es + 16);
   for (size_t i = 0; i < n; ++i) symmar::storeElement(send.data(), c.dtype, i, inputAt(r, k, i));

@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/reference.h"
 
@@ -170,6 +173,54 @@ int countHeapMappings() {
   int n = 0;
   while (std::getline(maps, line)) n += line.find("symmar-heap") != std::string::npos;
   return n;
+}
+
+std::string describe(const GatherCase& c) {
+  static const char* const kDtypes[] = {"float32", "float16", "bfloat16", "int32", "float64"};
+  static const char* const kOps[] = {"sum", "max", "min"};
+  char buf[160];
+  snprintf(buf, sizeof(buf), "%s of %zu x %s%s%s%s, algo %s", c.scatter ? "reduce-scatter" : "all-gather", c.count,
+           kDtypes[c.dtype], c.scatter ? " " : "", c.scatter ? kOps[c.op] : "", c.in_place ? " in place" : "",
+           symmarAlgoName(c.algo));
+  return buf;
+}
+
+int runGatherCase(symmarComm_t comm, int rank, int world, const GatherCase& c, int call) {
+  const size_t elem = testref::elementSize(c.dtype);
+  const size_t n = c.count, whole = n * static_cast<size_t>(world);
+  // The whole buffer (nranks blocks) and the block: separate, or the block at this rank's place.
+  std::vector<unsigned char> big(whole * elem + 1), small(c.in_place ? 1 : n * elem + 1);
+  unsigned char* block = c.in_place ? big.data() + static_cast<size_t>(rank) * n * elem : small.data();
+  std::vector<double> want(c.scatter ? n : whole);
+  if (c.scatter) {
+    testref::fillSmallInts(c.dtype, big.data(), whole, rank, call);
+    for (size_t j = 0; j < n; ++j) {
+      want[j] = testref::reduceRanks(c.dtype, c.op, world,
+                                     [&](int r) { return testref::smallIntInput(r, rank * n + j, call); });
+    }
+  } else {
+    memset(big.data(), 0x7f, big.size());  // garbage where the blocks land
+    testref::fillSmallInts(c.dtype, block, n, rank, call);
+    for (size_t i = 0; i < whole; ++i) {
+      want[i] = testref::roundTo(c.dtype, testref::smallIntInput(static_cast<int>(i / n), i % n, call));
+    }
+  }
+  const void* send = c.scatter ? static_cast<const void*>(big.data()) : block;
+  void* recv = c.scatter ? static_cast<void*>(block) : big.data();
+  if (n == 0) send = recv = nullptr;  // count 0 may pass NULL
+  const symmarResult_t res = c.scatter
+                                 ? symmarReduceScatterAlgo(send, recv, n, c.dtype, c.op, c.algo, comm, nullptr)
+                                 : symmarAllGatherAlgo(send, recv, n, c.dtype, c.algo, comm, nullptr);
+  if (res != symmarSuccess) {
+    fprintf(stderr, "rank %d: %s failed: %s\n", rank, describe(c).c_str(), symmarGetLastError(comm));
+    return 1;
+  }
+  if (n == 0) return 0;
+  const std::string bad = testref::checkResult(c.dtype, c.scatter ? block : big.data(), want.data(), want.size(), world,
+                                               testref::Match::kExact);
+  if (bad.empty()) return 0;
+  fprintf(stderr, "rank %d: %s: %s\n", rank, describe(c).c_str(), bad.c_str());
+  return 1;
 }
 
 }  // namespace mp

@@ -50,6 +50,21 @@ int runCase(symmarComm_t comm, int rank, int world, const Case& c, uint64_t* dig
 /// The case matrix of the host tests for a given staging size (counts include several times the staging buffer).
 std::vector<Case> caseMatrix(size_t staging_bytes, bool full);
 
+/// One reduce-scatter (scatter) or all-gather of count elements per rank.
+struct GatherCase {
+  bool scatter;
+  symmarDataType_t dtype;
+  symmarRedOp_t op;
+  size_t count;
+  bool in_place;  ///< the per-rank buffer at this rank's block of the whole one (NCCL's rule)
+  symmarAlgo_t algo;
+};
+std::string describe(const GatherCase& c);
+/// One call of c on comm (call numbers the inputs), checked element by element against the float64
+/// reference: small integers, so every sum over up to 8 ranks is exact in every dtype. Returns the
+/// number of failures (a failed call counts as one); they are printed to stderr.
+int runGatherCase(symmarComm_t comm, int rank, int world, const GatherCase& c, int call);
+
 /// Entries of /proc/self/fd.
 int countOpenFds();
 /// Lines of /proc/self/maps that mention the heap's memfd.

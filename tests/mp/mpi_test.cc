@@ -1,5 +1,6 @@
 // Launched by mpirun: symmarCommInitMpi, then every dtype x op x algorithm (mpi included) on a
-// set of counts, checked against the reference and compared bitwise across ranks.
+// set of counts, checked against the reference and compared bitwise across ranks; then
+// reduce-scatter and all-gather the same way, by the direct form and by the mpi fallback.
 #include <mpi.h>
 
 #include <cstdint>
@@ -43,6 +44,30 @@ int main(int argc, char** argv) {
                 ++failed;
               } else {
                 ++passed;
+              }
+            }
+          }
+        }
+      }
+    }
+    // Reduce-scatter and all-gather: the direct form, the mpi fallback's, and auto.
+    int call = 0;
+    for (bool scatter : {true, false}) {
+      for (int dt = 0; dt < symmarNumTypes; ++dt) {
+        for (int op = 0; op < (scatter ? symmarNumOps : 1); ++op) {
+          for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoMpi}) {
+            for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(65537)}) {
+              for (bool in_place : {false, true}) {
+                const mp::GatherCase c{scatter, static_cast<symmarDataType_t>(dt), static_cast<symmarRedOp_t>(op),
+                                       count, in_place, algo};
+                int errors = mp::runGatherCase(comm, rank, world, c, ++call), any = 0;
+                MPI_Allreduce(&errors, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+                if (any) {
+                  if (rank == 0) fprintf(stderr, "FAILED: %s\n", mp::describe(c).c_str());
+                  ++failed;
+                } else {
+                  ++passed;
+                }
               }
             }
           }

@@ -1,0 +1,85 @@
+// Reduce-scatter and all-gather on the host, in the one-shot pattern: per chunk, every rank
+// publishes what its peers need in its staging half, one barrier, then every rank reads from all
+// the others. Staging halves alternate as in the one-shot allreduce, so one barrier per chunk
+// suffices (a rank that passed barrier k knows every peer finished reading the half chunk k + 1
+// overwrites), and these calls share the half bookkeeping with every other collective.
+//
+// Reduce-scatter, chunk [b, e) of each rank's block: rank p stages its elements [q * n + b, q * n + e)
+// for every peer q, at q's place in its half; rank q then reduces its own block's chunk from every
+// rank's staging (its own straight from its input), in rank order, so each block's bits are those
+// of the allreduce's reduction. All-gather, chunk [b, e) of the block: each rank stages its chunk,
+// and every rank copies every rank's chunk to its place in the output.
+#include <cstring>
+
+#include "core/error.h"
+#include "host/host_backend.h"
+#include "host/host_reduce.h"
+
+namespace symmar {
+
+symmarResult_t HostBackend::scatterGather(const ScatterGatherCall& c) {
+  SYMMAR_CHECK(checkCallable(c.stream));
+  if (placement_.hosts > 1) {
+    return fail(symmarUnsupported, "host backend: reduce-scatter and all-gather across hosts have no form yet");
+  }
+  if (world_ == 1) {
+    if (c.send != c.recv && c.count > 0) memmove(c.recv, c.send, c.count * c.elem());
+    return symmarSuccess;
+  }
+  if (c.count == 0) {  // moves nothing, but takes part in call matching like any other call
+    return sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c));
+  }
+  return c.coll == Collective::kReduceScatter ? runReduceScatter(c) : runAllGather(c);
+}
+
+symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
+  const size_t elem = c.elem();
+  const size_t chunk = chunkElems(elem) / static_cast<size_t>(world_);  // world blocks' chunks fill a half
+  if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
+  const char* send = static_cast<const char*>(c.send);
+  char* recv = static_cast<char*>(c.recv);
+  const size_t block = c.count * elem;
+  for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
+    const sched::Range r = sched::chunkRange(c.count, chunk, k);
+    const size_t bytes = r.size() * elem;
+    const int half = takeWriteHalf();
+    char* staged = heap_->staging(rank_, half);
+    for (int q = 0; q < world_; ++q) {
+      if (q != rank_) copyBytes(staged + q * bytes, send + q * block + r.begin * elem, bytes);
+    }
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c) : 0));
+    for (int p = 0; p < world_; ++p) {
+      srcs_[p] = p == rank_ ? send + rank_ * block + r.begin * elem : heap_->staging(p, half) + rank_ * bytes;
+    }
+    last_read_half_ = half;
+    // In place the output chunk is this rank's input chunk: each block is read before it is written.
+    reduceRanks(recv + r.begin * elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
+  }
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
+  const size_t elem = c.elem();
+  const size_t chunk = chunkElems(elem);
+  if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
+  const char* send = static_cast<const char*>(c.send);
+  char* recv = static_cast<char*>(c.recv);
+  const size_t block = c.count * elem;
+  for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
+    const sched::Range r = sched::chunkRange(c.count, chunk, k);
+    const size_t bytes = r.size() * elem;
+    const int half = takeWriteHalf();
+    copyBytes(heap_->staging(rank_, half), send + r.begin * elem, bytes);
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c) : 0));
+    for (int i = 0; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;  // own block first, then the peers in turn: reads spread over them
+      char* dst = recv + p * block + r.begin * elem;
+      const char* src = p == rank_ ? send + r.begin * elem : heap_->staging(p, half);
+      if (dst != src) copyBytes(dst, src, bytes);  // in place, the own block is already there
+    }
+    last_read_half_ = half;
+  }
+  return symmarSuccess;
+}
+
+}  // namespace symmar

@@ -1,0 +1,189 @@
+// Reduce-scatter and all-gather on the host backend: every dtype, op and count (across chunk
+// boundaries), in place and not, as threads and as forked processes, against the float64
+// reference; call matching against the other collectives; a reduce-scatter's block is the same
+// bits as the allreduce's.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/reference.h"
+#include "mp/mp_util.h"
+
+namespace {
+
+constexpr size_t kStaging = 64 << 10;  // small, so the larger counts run through many chunks
+
+symmarConfig_t testConfig(int timeout_ms = 60000) {
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  cfg.staging_bytes = kStaging;
+  cfg.timeout_ms = timeout_ms;
+  return cfg;
+}
+
+std::vector<mp::GatherCase> cases(bool full) {
+  std::vector<mp::GatherCase> out;
+  const size_t counts[] = {0, 1, 7, 1000, 65537};
+  const symmarDataType_t dtypes[] = {symmarFloat32, symmarFloat16, symmarBfloat16, symmarInt32, symmarFloat64};
+  for (bool scatter : {true, false}) {
+    for (symmarDataType_t dtype : dtypes) {
+      for (symmarRedOp_t op : {symmarSum, symmarMax, symmarMin}) {
+        if (!scatter && op != symmarSum) continue;
+        for (size_t count : counts) {
+          for (bool in_place : {false, true}) {
+            if (!full && (op != symmarSum || count == 7) && dtype != symmarBfloat16) continue;
+            out.push_back({scatter, dtype, op, count, in_place, in_place ? symmarAlgoOneShot : symmarAlgoAuto});
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+int runAll(symmarComm_t comm, int rank, int world, const std::vector<mp::GatherCase>& all) {
+  int errors = 0;
+  for (size_t i = 0; i < all.size(); ++i) errors += mp::runGatherCase(comm, rank, world, all[i], static_cast<int>(i));
+  return errors;
+}
+
+}  // namespace
+
+class HostScatterGather : public ::testing::TestWithParam<int> {};
+
+TEST_P(HostScatterGather, ThreadRanks) {
+  const int world = GetParam();
+  const auto all = cases(world <= 3);
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess) << symmarGetLastError(nullptr);
+  auto errors = mp::runThreads(world, [&](int rank) { return runAll(comms[rank], rank, world, all); });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, HostScatterGather, ::testing::Values(2, 3, 4, 5, 8),
+                         [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
+
+TEST(HostScatterGather, ForkedRanksWithUniqueId) {
+  const int world = 3;
+  const auto all = cases(false);
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(world, [&](int rank) {
+    symmarConfig_t cfg = testConfig();
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    const int errors = runAll(comm, rank, world, all);
+    return errors + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+}
+
+// Fractional inputs, so sums round: rank r's reduce-scatter block has the bits of block r of the
+// allreduce of the same inputs (both reduce each element once, in rank order, in fp32 for 16-bit types).
+TEST(HostScatterGather, ReduceScatterBlocksAreTheAllReducesBits) {
+  const int world = 4;
+  const size_t n = 5000;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    int wrong = 0;
+    for (symmarDataType_t dtype : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+      const size_t elem = testref::elementSize(dtype);
+      std::vector<unsigned char> in(n * world * elem), block(n * elem), all(n * world * elem);
+      for (size_t i = 0; i < n * world; ++i) testref::storeElement(in.data(), dtype, i, testref::fractionalInput(rank, i));
+      if (symmarReduceScatter(in.data(), block.data(), n, dtype, symmarSum, comms[rank], nullptr) != symmarSuccess ||
+          symmarAllReduce(in.data(), all.data(), n * world, dtype, symmarSum, comms[rank], nullptr) != symmarSuccess) {
+        return 100;
+      }
+      wrong += memcmp(block.data(), all.data() + rank * n * elem, n * elem) != 0;
+    }
+    return wrong;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+// A reduce-scatter on one rank against an all-gather (or an allreduce) of the same count on the
+// other is a mismatch on both ranks, not a pairing; the next matching calls pair correctly.
+TEST(HostScatterGather, MismatchedCollectivesFailOnBothRanks) {
+  const int world = 2;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig(5000);
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {};
+    int wrong = 0;
+    for (int other = 0; other < 3; ++other) {  // rank 1: all-gather, allreduce, reduce-scatter of count 0
+      symmarResult_t res;
+      if (rank == 0) {
+        res = symmarReduceScatter(in, out, 4, symmarFloat32, symmarSum, comms[rank], nullptr);
+      } else if (other == 0) {
+        res = symmarAllGather(in, out, 4, symmarFloat32, comms[rank], nullptr);
+      } else if (other == 1) {
+        // One-shot: a barrier call against lamport's barrier-free one would fail the comm for good.
+        res = symmarAllReduceAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoOneShot, comms[rank], nullptr);
+      } else {
+        res = symmarReduceScatter(nullptr, nullptr, 0, symmarFloat32, symmarSum, comms[rank], nullptr);
+      }
+      if (res != symmarInvalidUsage) {
+        fprintf(stderr, "rank %d, mismatch %d: %s\n", rank, other, symmarGetErrorString(res));
+        ++wrong;
+      }
+      // The next call matches on both ranks and pairs with its counterpart.
+      wrong += symmarReduceScatter(in, out, 4, symmarFloat32, symmarSum, comms[rank], nullptr) != symmarSuccess;
+      for (int j = 0; j < 4; ++j) wrong += out[j] != 2 * in[rank * 4 + j];
+    }
+    return wrong;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+// Bad arguments get a code and a message before anything is written or any peer is waited for.
+TEST(HostScatterGather, BadArgumentsAreRefusedBeforeTheCall) {
+  symmarComm_t comm = nullptr;
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(&comm, 1, nullptr, &cfg), symmarSuccess);
+  std::vector<float> buf(64, 1.0f);
+  float* b = buf.data();
+  auto lastError = [&] { return std::string(symmarGetLastError(comm)); };
+  // Overlapping but not at this rank's block (rank 0 of 1: the block is the whole buffer's start).
+  EXPECT_EQ(symmarReduceScatter(b + 1, b, 8, symmarFloat32, symmarSum, comm, nullptr), symmarInvalidArgument);
+  EXPECT_NE(lastError().find("in place"), std::string::npos) << lastError();
+  EXPECT_EQ(symmarAllGather(b, b + 1, 8, symmarFloat32, comm, nullptr), symmarInvalidArgument);
+  EXPECT_EQ(symmarReduceScatter(nullptr, b, 8, symmarFloat32, symmarSum, comm, nullptr), symmarInvalidArgument);
+  EXPECT_EQ(symmarAllGather(b, reinterpret_cast<char*>(b) + 1, 4, symmarFloat32, comm, nullptr), symmarInvalidArgument);
+  EXPECT_EQ(symmarReduceScatter(b, b + 16, 8, static_cast<symmarDataType_t>(9), symmarSum, comm, nullptr),
+            symmarInvalidArgument);
+  EXPECT_EQ(symmarReduceScatter(b, b + 16, 8, symmarFloat32, static_cast<symmarRedOp_t>(7), comm, nullptr),
+            symmarInvalidArgument);
+  EXPECT_EQ(symmarReduceScatter(b, b + 16, SIZE_MAX / 2, symmarFloat32, symmarSum, comm, nullptr),
+            symmarInvalidArgument);
+  EXPECT_EQ(symmarAllGatherAlgo(b, b + 16, 8, symmarFloat32, static_cast<symmarAlgo_t>(42), comm, nullptr),
+            symmarInvalidArgument);
+  for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport, symmarAlgoMultimem, symmarAlgoNccl, symmarAlgoMpi}) {
+    EXPECT_EQ(symmarReduceScatterAlgo(b, b + 16, 8, symmarFloat32, symmarSum, algo, comm, nullptr), symmarUnsupported)
+        << symmarAlgoName(algo);
+    EXPECT_EQ(symmarAllGatherAlgo(b, b + 16, 8, symmarFloat32, algo, comm, nullptr), symmarUnsupported)
+        << symmarAlgoName(algo);
+  }
+  EXPECT_EQ(symmarAllGather(b, b + 16, 8, symmarFloat32, comm, reinterpret_cast<void*>(1)), symmarInvalidArgument);
+  for (float v : buf) ASSERT_EQ(v, 1.0f) << "a refused call wrote";
+  // One rank: the identity, in place or not.
+  EXPECT_EQ(symmarReduceScatter(b, b + 32, 8, symmarFloat32, symmarSum, comm, nullptr), symmarSuccess);
+  EXPECT_EQ(symmarAllGather(b, b, 8, symmarFloat32, comm, nullptr), symmarSuccess);
+  EXPECT_EQ(symmarCommDestroy(comm), symmarSuccess);
+}
