@@ -124,7 +124,10 @@ void startLauncher(int* argc, char*** argv) {
 
 void printUsage(const char* prog, const char* extra_usage) {
   printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-G 0|1]\n"
-         "          [-A algos] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric] [--offset B]%s\n"
+         "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
+         "          [--offset B]%s\n"
+         "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
+         "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
          "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
          "  double); op: sum max min\n"
          "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
@@ -163,6 +166,7 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "--local-world") o->local_world = atoi(v);
     else if (a == "--offset") ok = parseBytes(v, &o->offset) && o->offset < 4096;
     else if (a == "-A") ok = parseAlgos(v, o);
+    else if (a == "-C") ok = symmar::parseCollectiveName(v, &o->coll);
     else if (a == "-d") ok = parseDtype(v, &o->dtype);
     else if (a == "-o") ok = symmar::parseOpName(v, &o->op);
     else ok = extra && extra(a, v);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/names.h"
 #include "core/numeric.h"
 
 #ifdef SYMMAR_PERF_WITH_CUDA
@@ -27,6 +28,27 @@ double expectedValue(int world, size_t i, symmarRedOp_t op) {
   return acc;
 }
 
+/// What rank `rank` must hold at element i of the output of opt's collective.
+double expectedAt(const Options& opt, int world, int rank, size_t per_rank, size_t i) {
+  switch (opt.coll) {
+    case symmar::Collective::kReduceScatter: return expectedValue(world, static_cast<size_t>(rank) * per_rank + i, opt.op);
+    case symmar::Collective::kAllGather: return inputValue(static_cast<int>(i / per_rank), i % per_rank);
+    default: return expectedValue(world, i, opt.op);
+  }
+}
+
+/// One call of opt's collective; count is the call's own count argument (per rank for
+/// reduce-scatter and all-gather).
+symmarResult_t issue(const Options& opt, symmarComm_t comm, const void* send, void* recv, size_t count,
+                     symmarAlgo_t algo, void* stream) {
+  switch (opt.coll) {
+    case symmar::Collective::kReduceScatter:
+      return symmarReduceScatterAlgo(send, recv, count, opt.dtype, opt.op, algo, comm, stream);
+    case symmar::Collective::kAllGather: return symmarAllGatherAlgo(send, recv, count, opt.dtype, algo, comm, stream);
+    default: return symmarAllReduceAlgo(send, recv, count, opt.dtype, opt.op, algo, comm, stream);
+  }
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -41,7 +63,7 @@ class Buffers {
   virtual void upload(const std::vector<char>& host) = 0;   // host pattern -> send
   virtual void download(std::vector<char>* host, size_t bytes) = 0;  // recv -> host
   virtual void* stream() { return nullptr; }
-  /// Runs one allreduce and returns its duration in microseconds, or a negative value on error.
+  /// Runs one call (issue()) and returns its duration in microseconds, or a negative value on error.
   virtual double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                            symmarResult_t* res) = 0;
 };
@@ -75,7 +97,7 @@ class HostBuffers : public Buffers {
   double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                    symmarResult_t* res) override {
     auto t0 = std::chrono::steady_clock::now();
-    *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, nullptr);
+    *res = issue(opt, comm, send_, recv_, count, algo, nullptr);
     auto t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::micro>(t1 - t0).count();
   }
@@ -136,7 +158,7 @@ class GpuBuffers : public Buffers {
     if (opt.graph) {
       *res = cudaGraphLaunch(graphs_[algo].exec, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
     } else {
-      *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
+      *res = issue(opt, comm, send_, recv_, count, algo, stream_);
     }
     cudaEventRecord(stop_, stream_);
     if (cudaEventSynchronize(stop_) != cudaSuccess) *res = symmarCudaError;
@@ -156,7 +178,7 @@ class GpuBuffers : public Buffers {
     g.exec = nullptr;
     cudaGraph_t graph = nullptr;
     cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
-    *res = symmarAllReduceAlgo(send_, recv_, count, opt.dtype, opt.op, algo, comm, stream_);
+    *res = issue(opt, comm, send_, recv_, count, algo, stream_);
     cudaStreamEndCapture(stream_, &graph);
     if (*res != symmarSuccess || !graph || cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess) {
       if (*res == symmarSuccess) *res = symmarCudaError;
@@ -182,11 +204,12 @@ class GpuBuffers : public Buffers {
 };
 #endif
 
-std::vector<size_t> sizes(const Options& opt, size_t elem) {
+/// The swept sizes: whole elements, and for reduce-scatter and all-gather whole blocks (unit).
+std::vector<size_t> sizes(const Options& opt, size_t unit) {
   std::vector<size_t> out;
-  for (double b = static_cast<double>(std::max(opt.min_bytes, elem)); b <= static_cast<double>(opt.max_bytes);
+  for (double b = static_cast<double>(std::max(opt.min_bytes, unit)); b <= static_cast<double>(opt.max_bytes);
        b = opt.factor > 1 ? b * opt.factor : b + 1e18) {
-    size_t bytes = static_cast<size_t>(b) / elem * elem;
+    size_t bytes = static_cast<size_t>(b) / unit * unit;
     if (out.empty() || out.back() != bytes) out.push_back(bytes);
   }
   return out;
@@ -198,6 +221,8 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
               std::string* error) {
   const size_t elem = symmarTypeSize(opt.dtype);
   const int world = group.size();
+  const bool allreduce = opt.coll == symmar::Collective::kAllReduce;
+  const size_t unit = allreduce ? elem : elem * static_cast<size_t>(world);
   std::unique_ptr<Buffers> bufs;
   (void)gpu_device;
 #ifdef SYMMAR_PERF_WITH_CUDA
@@ -217,7 +242,7 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
     algos = {symmarAlgoAuto};
     for (int a = symmarAlgoOneShot; a < symmarNumAlgos; ++a) {
       symmarResult_t res = symmarSuccess;
-      double t = bufs->timedCall(comm, 1, opt, static_cast<symmarAlgo_t>(a), &res);
+      double t = bufs->timedCall(comm, 1, opt, static_cast<symmarAlgo_t>(a), &res);  // 1 element (per rank)
       (void)t;
       if (group.sumOf(res == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
@@ -228,8 +253,9 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
   // timed in the same moments as the others, so ratios hold even on a machine whose speed drifts.
   const size_t na = algos.size();
   std::vector<std::vector<Result>> per_algo(na);
-  for (size_t bytes : sizes(opt, elem)) {
+  for (size_t bytes : sizes(opt, unit)) {
     const size_t count = bytes / elem;
+    const size_t call_count = allreduce ? count : count / static_cast<size_t>(world);  // the call's own argument
     std::vector<std::vector<double>> times(na);
     symmarResult_t res = symmarSuccess;
     size_t failed = 0;
@@ -237,7 +263,7 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
     for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
       for (size_t a = 0; a < na && res == symmarSuccess; ++a) {
         if (!serves(algos[a], bytes)) continue;
-        double us = bufs->timedCall(comm, count, opt, algos[a], &res);
+        double us = bufs->timedCall(comm, call_count, opt, algos[a], &res);
         if (it >= opt.warmup) times[a].push_back(us);
         failed = a;
       }
@@ -246,17 +272,18 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       if (!serves(algos[a], bytes)) continue;
       long wrong = 0;
       if (opt.check && res == symmarSuccess) {  // one more call per algorithm, checked
-        bufs->timedCall(comm, count, opt, algos[a], &res);
+        bufs->timedCall(comm, call_count, opt, algos[a], &res);
         failed = a;
+        const size_t out_count = opt.coll == symmar::Collective::kReduceScatter ? call_count : count;
         std::vector<char> out;
-        bufs->download(&out, bytes);
+        bufs->download(&out, out_count * elem);
         if (opt.plant_wrong && group.rank() == 0) symmar::storeElement(out.data(), opt.dtype, 0, 12345);
-        for (size_t i = 0; i < count; ++i) {
-          wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedValue(world, i, opt.op);
+        for (size_t i = 0; i < out_count; ++i) {
+          wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedAt(opt, world, group.rank(), call_count, i);
         }
       }
       if (group.sumOf(res == symmarSuccess ? 0 : 1) != 0) {
-        *error = std::string("allreduce failed with ") + symmarAlgoName(algos[failed]) + " at " +
+        *error = std::string(symmar::collectiveName(opt.coll)) + " failed with " + symmarAlgoName(algos[failed]) + " at " +
                  std::to_string(bytes) + " bytes: " + symmarGetErrorString(res) + " (" + symmarGetLastError(comm) + ")";
         return false;
       }
@@ -266,10 +293,10 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       r.count = count;
       r.time_us = group.maxOf(median(times[a]));
       r.algbw_gbs = r.time_us > 0 ? bytes / (r.time_us * 1e3) : 0;
-      r.busbw_gbs = r.algbw_gbs * busFactor(world);
+      r.busbw_gbs = r.algbw_gbs * busFactor(opt.coll, world);
       r.wrong = group.sumOf(wrong);
       r.planned = r.algo;
-      if (r.algo == symmarAlgoAuto) symmarCommPlan(comm, count, opt.dtype, opt.op, &r.planned);
+      if (r.algo == symmarAlgoAuto && allreduce) symmarCommPlan(comm, count, opt.dtype, opt.op, &r.planned);
       per_algo[a].push_back(r);
     }
   }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/call.h"
 #include "perf_group.h"
 #include "symmar/symmar.h"
 
@@ -18,6 +19,7 @@ struct Options {
   bool check = true;
   symmarDataType_t dtype = symmarFloat32;
   symmarRedOp_t op = symmarSum;
+  symmar::Collective coll = symmar::Collective::kAllReduce;  // -C
   bool graph = false;                          // capture each call in a CUDA graph (GPU)
   std::vector<symmarAlgo_t> algos = {symmarAlgoAuto};
   bool all_algos = false;                      // "-A all": every algorithm this comm can serve
@@ -31,8 +33,8 @@ struct Options {
 
 struct Result {
   symmarAlgo_t algo;
-  size_t bytes;
-  size_t count;
+  size_t bytes;  // the whole buffer: an allreduce's, the larger of a reduce-scatter's or all-gather's
+  size_t count;  // elements of bytes, as nccl-tests counts them
   double time_us;  // median over iterations, max over ranks
   double algbw_gbs;
   double busbw_gbs;
@@ -45,7 +47,10 @@ struct Result {
 bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
               std::string* error);
 
-/// Bus bandwidth factor of allreduce: 2(n-1)/n.
-inline double busFactor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
+/// nccl-tests' bus bandwidth factor: 2(n-1)/n for allreduce, (n-1)/n for reduce-scatter and all-gather.
+inline double busFactor(symmar::Collective coll, int n) {
+  if (n <= 1) return 1.0;
+  return (coll == symmar::Collective::kAllReduce ? 2.0 : 1.0) * (n - 1) / n;
+}
 
 }  // namespace perf

@@ -1,4 +1,5 @@
-// symmar_perf: allreduce latency and bandwidth per message size, nccl-tests style.
+// symmar_perf: allreduce (or reduce-scatter, all-gather: -C) latency and bandwidth per message size,
+// nccl-tests style.
 //   mpirun -np N symmar_perf [flags]       one rank per process (per GPU, or CPU ranks)
 //   symmar_perf --local-world N [flags]    N ranks as threads of this process (N ranks on one GPU)
 #include <unistd.h>
@@ -18,6 +19,9 @@ using perf::Options;
 using perf::Result;
 
 void printResults(const Options& opt, const std::vector<Result>& results) {
+  // The plan column: what auto ran, which symmarCommPlan tells for an allreduce.
+  const bool plan = opt.coll == symmar::Collective::kAllReduce;
+  const char* op = opt.coll == symmar::Collective::kAllGather ? "none" : symmar::opName(opt.op);
   symmarAlgo_t current = symmarNumAlgos;
   double bw_sum = 0;
   int bw_n = 0;
@@ -32,13 +36,13 @@ void printResults(const Options& opt, const std::vector<Result>& results) {
       current = r.algo;
       bw_sum = 0;
       bw_n = 0;
-      printf("# algorithm: %s\n", symmarAlgoName(r.algo));
+      printf("# %s, algorithm: %s\n", symmar::collectiveName(opt.coll), symmarAlgoName(r.algo));
       printf("# %12s %12s %8s %6s %11s %12s %12s %7s%s\n", "size", "count", "type", "redop", "time(us)", "algbw(GB/s)",
-             "busbw(GB/s)", "#wrong", r.algo == symmarAlgoAuto ? "  plan" : "");
+             "busbw(GB/s)", "#wrong", plan && r.algo == symmarAlgoAuto ? "  plan" : "");
     }
-    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(opt.dtype),
-           symmar::opName(opt.op), r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
-    if (r.algo == symmarAlgoAuto) printf("  %s", symmarAlgoName(r.planned));
+    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(opt.dtype), op,
+           r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+    if (plan && r.algo == symmarAlgoAuto) printf("  %s", symmarAlgoName(r.planned));
     printf("\n");
     bw_sum += r.busbw_gbs;
     ++bw_n;
@@ -49,7 +53,7 @@ void printResults(const Options& opt, const std::vector<Result>& results) {
 void writeJson(const Options& opt, int world, bool gpu, const std::string& device, const std::vector<Result>& results) {
   std::ofstream out(opt.json);
   out << "{\"world\": " << world << ", \"backend\": \"" << (gpu ? "cuda" : "host") << "\", \"device\": \"" << device
-      << "\", \"results\": [";
+      << "\", \"collective\": \"" << symmar::collectiveName(opt.coll) << "\", \"results\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     out << (i ? ",\n  " : "\n  ") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"bytes\": " << r.bytes
@@ -84,9 +88,9 @@ int main(int argc, char** argv) {
       symmarCommDescribe(comm, desc, sizeof(desc));
       char host[128] = "";
       gethostname(host, sizeof(host) - 1);
-      printf("# symmar_perf: %d ranks (%s) on %s, %s %s, iters %d, warmup %d, check %d, graph %d\n", group.size(),
-             launch_desc, host, perf::typeName(opt.dtype), symmar::opName(opt.op), opt.iters, opt.warmup, opt.check,
-             opt.graph);
+      printf("# symmar_perf: %s, %d ranks (%s) on %s, %s %s, iters %d, warmup %d, check %d, graph %d\n",
+             symmar::collectiveName(opt.coll), group.size(), launch_desc, host, perf::typeName(opt.dtype),
+             symmar::opName(opt.op), opt.iters, opt.warmup, opt.check, opt.graph);
       printf("# %s\n#\n", desc);
       if (ok) printResults(opt, results);
       if (!ok) fprintf(stderr, "symmar_perf: %s\n", error.c_str());

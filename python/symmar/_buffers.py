@@ -240,16 +240,23 @@ def resolve(x, override=None, what="x", stream=None):
 def allocate_like(x, buf):
     """A new output for out=None: a NumPy array for NumPy and other host buffers (bf16 as uint16
     bit patterns where NumPy has no bf16), a torch tensor for a tensor."""
+    return allocate(x, buf, None)
+
+
+def allocate(x, buf, shape):
+    """As allocate_like, in another shape (None: x's)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
+        if shape is None:
+            return torch.empty_like(x, memory_format=torch.contiguous_format)
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
     if _np is not None and isinstance(x, _np.ndarray):
-        return _np.empty(x.shape, x.dtype)
+        return _np.empty(x.shape if shape is None else shape, x.dtype)
     if buf.device != HOST:
         raise ValueError("pass out= for a device buffer of type %s (symmar allocates only NumPy arrays and torch "
                          "tensors)" % type(x).__name__)
     # bfloat16 as its bit patterns: NumPy has no bfloat16
-    return _np.empty(buf.shape, "uint16" if buf.code == _BF16 else DTYPE_NAMES[buf.code])
+    return _np.empty(buf.shape if shape is None else shape, "uint16" if buf.code == _BF16 else DTYPE_NAMES[buf.code])
 
 
 def divide(out, buf, n):

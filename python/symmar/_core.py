@@ -12,6 +12,7 @@ from . import _fused
 from . import _general
 from . import _lib as L
 from . import _runtime as R
+from . import _scatter_gather
 from ._api import _AllGather, _algo_name, _raise_gather_failure
 from ._args import ALGOS, AVG, DTYPES, LINK_NAMES, OPS, config, dtype_name, int_arg, library_op, name_arg
 from ._errors import check, closed_error, result_name
@@ -344,6 +345,8 @@ class Comm:
             self._fail(res)
 
     all_reduce_add_rms_norm = _fused.all_reduce_add_rms_norm  # allreduce + residual add + RMSNorm (+ FP8)
+    reduce_scatter = _scatter_gather.reduce_scatter
+    all_gather = _scatter_gather.all_gather
 
     def _fail(self, res):
         if not self._handle:

@@ -92,6 +92,10 @@ FUNCTIONS = {
     "symmarCommPlan": (_c_int, [_vp, _sz, _c_int, _c_int, _pint]),
     "symmarAllReduce": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _vp, _vp]),
     "symmarAllReduceAlgo": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _c_int, _vp, _vp]),
+    "symmarReduceScatter": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _vp, _vp]),
+    "symmarReduceScatterAlgo": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _c_int, _vp, _vp]),
+    "symmarAllGather": (_c_int, [_vp, _vp, _sz, _c_int, _vp, _vp]),
+    "symmarAllGatherAlgo": (_c_int, [_vp, _vp, _sz, _c_int, _c_int, _vp, _vp]),
     "symmarAllReduceAddRmsNorm": (_c_int, [_pargs, _vp, _vp]),
     "symmarAllReduceAddRmsNormAlgo": (_c_int, [_pargs, _c_int, _vp, _vp]),
 }

@@ -177,6 +177,32 @@ class SymmarCommunicator:
         residual_out, normed = self.comm.all_reduce_add_rms_norm(inp, weight, eps=eps, residual=residual)
         return normed, residual_out
 
+    def reduce_scatter(self, inp, out=None):
+        """This rank's block of the sum over the group of inp, split along dim 0 into world_size
+        blocks (the engines' reduce_scatter at dim 0), in out or a new tensor. None when declined:
+        disabled, not a dense float32/float16/bfloat16 tensor on the comm's device, a first
+        dimension that does not split into world_size blocks, over max_bytes, or a GPU comm (no
+        symmar kernel has these collectives yet: NCCL serves them, as the engine's own path does)."""
+        if not self._takes_gather(inp, inp.numel() if isinstance(inp, torch.Tensor) else 0):
+            return None
+        if inp.dim() < 1 or inp.shape[0] % self.world_size:
+            return None
+        return self.comm.reduce_scatter(inp, out=out)
+
+    def all_gather(self, inp, out=None):
+        """Every rank's inp as blocks along dim 0 (the engines' all_gather at dim 0), in out or a new
+        tensor; None when declined, as reduce_scatter (max_bytes bounds the gathered tensor)."""
+        if not self._takes_gather(inp, inp.numel() * self.world_size if isinstance(inp, torch.Tensor) else 0):
+            return None
+        return self.comm.all_gather(inp, out=out)
+
+    def _takes_gather(self, inp, gathered_numel):
+        if self.disabled or not isinstance(inp, torch.Tensor) or not self.comm._host:
+            return False
+        if _DTYPES.get(inp.dtype) is None or inp.numel() == 0 or not inp.is_contiguous() or not self._on_device(inp):
+            return False
+        return self.max_bytes is None or gathered_numel * inp.element_size() <= self.max_bytes
+
     @contextlib.contextmanager
     def capture(self):
         """The context an engine wraps CUDA graph capture in. symmar's kernels are capturable as

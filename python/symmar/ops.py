@@ -5,6 +5,8 @@
     torch.ops.symmar.all_reduce_(x, h)                 # in place; op="sum"|"max"|"min"|"avg"
     y = torch.ops.symmar.all_reduce(x, h, "max")       # out of place
     res, norm = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, residual, h, 1e-6)
+    y = torch.ops.symmar.reduce_scatter(x, h)          # this rank's block (dim 0 split in nranks)
+    y = torch.ops.symmar.all_gather(x, h)              # every rank's x, stacked along dim 0
 
 A graph cannot hold a Comm object, so the ops take an int handle and look the comm up here. The
 registry holds comms weakly: a handle never keeps a comm alive, and a handle whose comm was
@@ -143,6 +145,23 @@ def _all_reduce_add_rms_norm(x, gamma, residual, comm, eps=1e-6, algo="auto"):
     return res_out, norm_out
 
 
+def _reduce_scatter(x, comm, op="sum"):
+    """This rank's block of the reduction of x (nranks blocks along dim 0; Comm.reduce_scatter)."""
+    return comm_of(comm).reduce_scatter(x.contiguous(), op=op)
+
+
+def _all_gather(x, comm):
+    """Every rank's x as blocks along dim 0 of a new tensor (Comm.all_gather)."""
+    return comm_of(comm).all_gather(x.contiguous())
+
+
+def _gathered_shape(x, comm, scatter):
+    n = comm_of(comm).nranks
+    if scatter:
+        return (x.shape[0] // n,) + tuple(x.shape[1:])
+    return (x.shape[0] * n,) + tuple(x.shape[1:]) if x.dim() else (n,)
+
+
 def _raise_failure(x, comm, code):
     """The compiled kernels' error path: raises the binding's SymmarError for a failed collective."""
     comm_of(comm)._fail(code)
@@ -160,6 +179,10 @@ _op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambd
 _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
     lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)))
+_op('reduce_scatter(Tensor x, int comm, str op="sum") -> Tensor', _reduce_scatter,
+    lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)))
+_op('all_gather(Tensor x, int comm) -> Tensor', _all_gather,
+    lambda x, comm: x.new_empty(_gathered_shape(x, comm, False)))
 if _compiled is not None:
     _lib.define("_raise_failure(Tensor x, int comm, int code) -> ()")
     for _key in ("CPU", "CUDA"):

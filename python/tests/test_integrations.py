@@ -114,6 +114,29 @@ def _rank_fused(comm, rank, nranks, failures):
         failures.append("a weight of the wrong length was taken")
 
 
+def _rank_scatter_gather(comm, rank, nranks, failures):
+    """reduce_scatter and all_gather at dim 0 against the float64 reference and gloo."""
+    for seed, dtype in enumerate(DTYPES, 100):
+        for rows in (1, 7, 2049):
+            case = "world=%d %s rows=%d" % (nranks, dtype, rows)
+            x = _input(rank, nranks * rows * 3, dtype, seed).reshape(nranks * rows, 3)
+            want = _expected(nranks, nranks * rows * 3, dtype, seed).reshape(nranks * rows, 3)
+            _check(failures, case + " reduce_scatter", comm.reduce_scatter(x), want[rank * rows:(rank + 1) * rows])
+            block = _input(rank, rows * 3, dtype, seed + 50).reshape(rows, 3)
+            parts = [torch.empty_like(block) for _ in range(nranks)]
+            dist.all_gather(parts, block)
+            _check(failures, case + " all_gather vs gloo", comm.all_gather(block), torch.cat(parts))
+            want = torch.cat([_input(r, rows * 3, dtype, seed + 50).reshape(rows, 3) for r in range(nranks)])
+            out = torch.empty_like(want)
+            if comm.all_gather(block, out=out) is not out:
+                failures.append("%s: all_gather(out=) did not return out" % case)
+            _check(failures, case + " all_gather", out, want)
+    for what, t in (("rows not splitting", torch.ones(nranks * 2 + 1, 3)), ("int64", torch.ones(nranks, 2).long()),
+                    ("strided", torch.ones(nranks * 2, 4)[:, ::2])):
+        if comm.reduce_scatter(t) is not None:
+            failures.append("reduce_scatter of %s was taken" % what)
+
+
 def _rank(rank, nranks, store, out_dir, scenario):
     failures = []
     try:
@@ -126,6 +149,7 @@ def _rank(rank, nranks, store, out_dir, scenario):
                 _rank_serves(comm, rank, nranks, failures)
                 _rank_declines(comm, rank, failures)
                 _rank_fused(comm, rank, nranks, failures)
+                _rank_scatter_gather(comm, rank, nranks, failures)
             comm.close()
             if not comm.disabled or comm.all_reduce(torch.ones(4)) is not None:
                 failures.append("still serving after close()")

@@ -97,6 +97,24 @@ def _compile_rank(rank, nranks, store, out_dir, backend):
                 got = fn(x, gamma, res, h, 1e-5)
                 if not all(torch.equal(u, v) for u, v in zip(got, want)):
                     failures.append("fused %s %s world=%d differs from the binding" % (name, dtype, nranks))
+        # reduce-scatter and all-gather, compiled (aot_eager) and eager, against gloo's allreduce and
+        # all_gather of the same inputs
+        rs = torch.compile(lambda t, op: torch.ops.symmar.reduce_scatter(t * 2, h, op), fullgraph=True,
+                           backend="aot_eager")
+        ag = torch.compile(lambda t: torch.ops.symmar.all_gather(t + 1, h), fullgraph=True, backend="aot_eager")
+        for seed, dtype in enumerate(DTYPES, 20):
+            x = _ints(rank, (2 * nranks, 5), dtype, seed)
+            for op in ("sum", "max"):
+                want = _dist_out(x * 2, op)[2 * rank:2 * rank + 2]
+                for name, got in (("compiled", rs(x, op)), ("eager", torch.ops.symmar.reduce_scatter(x * 2, h, op))):
+                    if got.shape != want.shape or not torch.equal(got, want):
+                        failures.append("reduce_scatter %s %s %s world=%d differs from gloo" % (name, op, dtype, nranks))
+            parts = [torch.empty_like(x) for _ in range(nranks)]
+            dist.all_gather(parts, x + 1)
+            want = torch.cat(parts)
+            for name, got in (("compiled", ag(x)), ("eager", torch.ops.symmar.all_gather(x + 1, h))):
+                if got.shape != want.shape or not torch.equal(got, want):
+                    failures.append("all_gather %s %s world=%d differs from gloo" % (name, dtype, nranks))
         comm.close()
         dist.destroy_process_group()
     except BaseException as e:  # reported, then the process exits with an error
@@ -144,7 +162,9 @@ def test_opcheck(comm):
                      (torch.ops.symmar.all_reduce.default, (x.t(), h, "avg")),  # strided: made dense
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x, torch.ones(6), x + 1, h, 1e-5)),
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x.bfloat16(), torch.ones(6).bfloat16(),
-                                                                         None, h))):
+                                                                         None, h)),
+                     (torch.ops.symmar.reduce_scatter.default, (x, h, "min")),
+                     (torch.ops.symmar.all_gather.default, (x.t(), h))):
         torch.library.opcheck(op, args)  # schema, fake vs real, autograd registration, aot dispatch
 
 
