@@ -84,11 +84,18 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   return symmarSuccess;
 }
 
-symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c) {
+symmarResult_t HostBackend::peerInput(int p, uint32_t epoch, size_t bytes, size_t elem, const char** input) {
+  const uint64_t offset = sync_->peerInputOffset(p, sched::kSlotStart, epoch);
+  SYMMAR_CHECK(checkPeerInputOffset(p, offset, bytes, elem));
+  *input = offset == sched::kStagedInput ? nullptr : heap_->userBase(p) + offset;
+  return symmarSuccess;
+}
+
+symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset, size_t input_bytes, size_t elem) {
   const uint64_t heap = heap_->heapBytes();
-  const uint64_t bytes = static_cast<uint64_t>(c.count) * c.elem;
+  const uint64_t bytes = input_bytes;
   if (input_offset == sched::kStagedInput ||
-      (input_offset <= heap && bytes <= heap - input_offset && input_offset % c.elem == 0))
+      (input_offset <= heap && bytes <= heap - input_offset && input_offset % elem == 0))
     return symmarSuccess;
   return sync_->failCall(fail(symmarPeerFailure,
                        "rank %d published an input offset (offset %llu, %llu bytes) outside its %llu-byte heap",

@@ -72,7 +72,15 @@ class HostBackend : public Backend {
   /// (peers may then read it in place), else kStagedInput.
   uint64_t symmetricOffset(const void* p, size_t bytes) const;
   /// A peer's input offset must name count elements inside its user heap, or the call fails.
-  symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c);
+  symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, const Call& c) {
+    return checkPeerInputOffset(peer, input_offset, c.count * c.elem, c.elem);
+  }
+  /// The same for an input of bytes, aligned to elem.
+  symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, size_t bytes, size_t elem);
+  /// Where peer p's input for the current step starts as this rank reads it: in its user heap at
+  /// the offset it published at the start barrier (checked against its input's bytes), or null
+  /// when it staged it. epoch: the start barrier's.
+  symmarResult_t peerInput(int p, uint32_t epoch, size_t bytes, size_t elem, const char** input);
   /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.
   size_t chunkElems(size_t elem) const {
     return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);

@@ -9,6 +9,11 @@
 // rank's staging (its own straight from its input), in rank order, so each block's bits are those
 // of the allreduce's reduction. All-gather, chunk [b, e) of the block: each rank stages its chunk,
 // and every rank copies every rank's chunk to its place in the output.
+//
+// A send buffer from symmarMemAlloc is not staged: its offset goes out with the start barrier and
+// peers read it in place. No rank may then return (and let its caller rewrite that buffer) before
+// every peer has read it: when any rank's input was read in place, which every rank learns from the
+// same barrier, the call ends with one more barrier.
 #include <cstring>
 
 #include "core/error.h"
@@ -38,24 +43,30 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
   const char* send = static_cast<const char*>(c.send);
   char* recv = static_cast<char*>(c.recv);
-  const size_t block = c.count * elem;
+  const size_t block = c.count * elem, whole = block * static_cast<size_t>(world_);
+  const uint64_t input_offset = symmetricOffset(send, whole);
+  bool read_in_place = input_offset != sched::kStagedInput;
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
     char* staged = heap_->staging(rank_, half);
-    for (int q = 0; q < world_; ++q) {
+    for (int q = 0; q < world_ && input_offset == sched::kStagedInput; ++q) {
       if (q != rank_) copyBytes(staged + q * bytes, send + q * block + r.begin * elem, bytes);
     }
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c) : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? callSignature(c) : 0));
+    const uint32_t epoch = sync_->epoch();
     for (int p = 0; p < world_; ++p) {
-      srcs_[p] = p == rank_ ? send + rank_ * block + r.begin * elem : heap_->staging(p, half) + rank_ * bytes;
+      const char* input = send;
+      if (p != rank_) SYMMAR_CHECK(peerInput(p, epoch, whole, elem, &input));
+      read_in_place = read_in_place || input != nullptr;
+      srcs_[p] = input ? input + rank_ * block + r.begin * elem : heap_->staging(p, half) + rank_ * bytes;
     }
     last_read_half_ = half;
     // In place the output chunk is this rank's input chunk: each block is read before it is written.
     reduceRanks(recv + r.begin * elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
   }
-  return symmarSuccess;
+  return read_in_place ? sync_->barrier(sched::kSlotEnd) : symmarSuccess;
 }
 
 symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
@@ -65,21 +76,28 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
   const char* send = static_cast<const char*>(c.send);
   char* recv = static_cast<char*>(c.recv);
   const size_t block = c.count * elem;
+  const uint64_t input_offset = symmetricOffset(send, block);
+  bool read_in_place = input_offset != sched::kStagedInput;
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
-    copyBytes(heap_->staging(rank_, half), send + r.begin * elem, bytes);
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c) : 0));
-    for (int i = 0; i < world_; ++i) {
-      const int p = (rank_ + i) % world_;  // own block first, then the peers in turn: reads spread over them
-      char* dst = recv + p * block + r.begin * elem;
-      const char* src = p == rank_ ? send + r.begin * elem : heap_->staging(p, half);
-      if (dst != src) copyBytes(dst, src, bytes);  // in place, the own block is already there
+    if (input_offset == sched::kStagedInput) copyBytes(heap_->staging(rank_, half), send + r.begin * elem, bytes);
+    // The own block needs no peer: copied while the peers stage theirs (in place it is there already).
+    char* own = recv + rank_ * block + r.begin * elem;
+    if (own != send + r.begin * elem) copyBytes(own, send + r.begin * elem, bytes);
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? callSignature(c) : 0));
+    const uint32_t epoch = sync_->epoch();
+    for (int i = 1; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;  // the peers in turn from the next rank on: reads spread over them
+      const char* input = nullptr;
+      SYMMAR_CHECK(peerInput(p, epoch, block, elem, &input));
+      read_in_place = read_in_place || input != nullptr;
+      copyBytes(recv + p * block + r.begin * elem, input ? input + r.begin * elem : heap_->staging(p, half), bytes);
     }
     last_read_half_ = half;
   }
-  return symmarSuccess;
+  return read_in_place ? sync_->barrier(sched::kSlotEnd) : symmarSuccess;
 }
 
 }  // namespace symmar

@@ -179,9 +179,10 @@ std::string describe(const GatherCase& c) {
   static const char* const kDtypes[] = {"float32", "float16", "bfloat16", "int32", "float64"};
   static const char* const kOps[] = {"sum", "max", "min"};
   char buf[160];
-  snprintf(buf, sizeof(buf), "%s of %zu x %s%s%s%s, algo %s", c.scatter ? "reduce-scatter" : "all-gather", c.count,
+  static const char* const kSymmetric[] = {"", ", symmetric buffers", ", symmetric buffers on even ranks"};
+  snprintf(buf, sizeof(buf), "%s of %zu x %s%s%s%s, algo %s%s", c.scatter ? "reduce-scatter" : "all-gather", c.count,
            kDtypes[c.dtype], c.scatter ? " " : "", c.scatter ? kOps[c.op] : "", c.in_place ? " in place" : "",
-           symmarAlgoName(c.algo));
+           symmarAlgoName(c.algo), kSymmetric[c.symmetric]);
   return buf;
 }
 
@@ -205,12 +206,34 @@ int runGatherCase(symmarComm_t comm, int rank, int world, const GatherCase& c, i
       want[i] = testref::roundTo(c.dtype, testref::smallIntInput(static_cast<int>(i / n), i % n, call));
     }
   }
-  const void* send = c.scatter ? static_cast<const void*>(big.data()) : block;
-  void* recv = c.scatter ? static_cast<void*>(block) : big.data();
+  unsigned char* whole_buf = big.data();
+  void* heap = nullptr;  // collective: every rank allocates, the chosen ones use it
+  if (c.symmetric && n > 0 && symmarMemAlloc(comm, (whole + n) * elem, &heap) != symmarSuccess) {
+    fprintf(stderr, "rank %d: symmarMemAlloc: %s\n", rank, symmarGetLastError(comm));
+    return 1;
+  }
+  if (heap && (c.symmetric == 1 || rank % 2 == 0)) {  // the same contents, in the symmetric heap
+    whole_buf = static_cast<unsigned char*>(heap);
+    memcpy(whole_buf, big.data(), whole * elem);
+    unsigned char* heap_block = c.in_place ? whole_buf + static_cast<size_t>(rank) * n * elem : whole_buf + whole * elem;
+    if (!c.in_place) memcpy(heap_block, block, n * elem);
+    block = heap_block;
+  }
+  const void* send = c.scatter ? static_cast<const void*>(whole_buf) : block;
+  void* recv = c.scatter ? static_cast<void*>(block) : whole_buf;
   if (n == 0) send = recv = nullptr;  // count 0 may pass NULL
   const symmarResult_t res = c.scatter
                                  ? symmarReduceScatterAlgo(send, recv, n, c.dtype, c.op, c.algo, comm, nullptr)
                                  : symmarAllGatherAlgo(send, recv, n, c.dtype, c.algo, comm, nullptr);
+  if (heap && whole_buf == heap) {  // the checks below read the caller buffers
+    memcpy(big.data(), whole_buf, whole * elem);
+    if (!c.in_place) memcpy(small.data(), whole_buf + whole * elem, n * elem);
+    block = c.in_place ? big.data() + static_cast<size_t>(rank) * n * elem : small.data();
+  }
+  if (heap && symmarMemFree(comm, heap) != symmarSuccess) {
+    fprintf(stderr, "rank %d: symmarMemFree: %s\n", rank, symmarGetLastError(comm));
+    return 1;
+  }
   if (res != symmarSuccess) {
     fprintf(stderr, "rank %d: %s failed: %s\n", rank, describe(c).c_str(), symmarGetLastError(comm));
     return 1;

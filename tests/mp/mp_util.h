@@ -58,6 +58,9 @@ struct GatherCase {
   size_t count;
   bool in_place;  ///< the per-rank buffer at this rank's block of the whole one (NCCL's rule)
   symmarAlgo_t algo;
+  /// Buffers from symmarMemAlloc (peers read inputs in place): 0 none, 1 every rank's, 2 even
+  /// ranks' only (the others stage theirs).
+  int symmetric = 0;
 };
 std::string describe(const GatherCase& c);
 /// One call of c on comm (call numbers the inputs), checked element by element against the float64

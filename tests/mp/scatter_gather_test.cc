@@ -36,7 +36,11 @@ std::vector<mp::GatherCase> cases(bool full) {
         for (size_t count : counts) {
           for (bool in_place : {false, true}) {
             if (!full && (op != symmarSum || count == 7) && dtype != symmarBfloat16) continue;
-            out.push_back({scatter, dtype, op, count, in_place, in_place ? symmarAlgoOneShot : symmarAlgoAuto});
+            const symmarAlgo_t algo = in_place ? symmarAlgoOneShot : symmarAlgoAuto;
+            out.push_back({scatter, dtype, op, count, in_place, algo});
+            // Inputs in the symmetric heap, read in place by the peers: on every rank, on some.
+            const int symmetric = count % 2 ? 2 : 1;
+            if (op == symmarSum && dtype != symmarFloat64) out.push_back({scatter, dtype, op, count, in_place, algo, symmetric});
           }
         }
       }
@@ -107,6 +111,41 @@ TEST(HostScatterGather, ReduceScatterBlocksAreTheAllReducesBits) {
       wrong += memcmp(block.data(), all.data() + rank * n * elem, n * elem) != 0;
     }
     return wrong;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+// Peers read a symmetric send buffer in place: a rank whose call returned may rewrite that buffer at
+// once, and no peer may read the rewrite (the call ends only when every peer has read it).
+TEST(HostScatterGather, ASymmetricInputIsReadBeforeAnyRankReturns) {
+  const int world = 4;
+  const size_t n = 40000;  // several chunks of the 64 KiB staging
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    void* heap = nullptr;
+    if (symmarMemAlloc(comms[rank], n * world * sizeof(float), &heap) != symmarSuccess) return 100;
+    float* send = static_cast<float*>(heap);
+    std::vector<float> gathered(n * world), block(n);
+    int wrong = 0;
+    for (int call = 0; call < 20; ++call) {
+      const bool scatter = call % 2;
+      for (size_t i = 0; i < n * world; ++i) send[i] = static_cast<float>(rank + call);
+      const symmarResult_t res =
+          scatter ? symmarReduceScatter(send, block.data(), n, symmarFloat32, symmarSum, comms[rank], nullptr)
+                  : symmarAllGather(send, gathered.data(), n, symmarFloat32, comms[rank], nullptr);
+      for (size_t i = 0; i < n * world; ++i) send[i] = -1000.0f;  // the caller reuses its buffer at once
+      if (res != symmarSuccess) return 200;
+      const float sum = static_cast<float>(world * call + world * (world - 1) / 2);
+      for (size_t i = 0; i < n; ++i) {
+        wrong += scatter ? block[i] != sum : gathered[(i % world) * n + i] != static_cast<float>(i % world + call);
+      }
+    }
+    return wrong + (symmarMemFree(comms[rank], heap) != symmarSuccess);
   });
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(errors[r], 0) << "rank " << r;

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""symmar's reduce-scatter and all-gather (or allreduce) against Open MPI's, side by side.
+
+Runs `mpirun -np N symmar_perf -C <collective> -A oneshot,mpi` several times (the two algorithms
+interleaved within each run, so both see the same moments of a drifting machine), with caller
+buffers and with --symmetric send buffers (symmarMemAlloc: peers read them in place), and prints
+per size the median time of each and the ratio mpi / symmar, with every run's ratio: this kind of
+machine runs some processes 2-3x slower than others, and one median hides which runs were which.
+
+    python3 benchmarks/collectives_vs_mpi.py [--build build] [--np 2] [--runs 5] [--max 64M]
+        [--collectives reducescatter,allgather] [--dtype float32]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run_once(args, collective, symmetric, path):
+    cmd = ["mpirun", "-np", str(args.np), "-x", "SYMMAR_HEAP_BYTES",
+           os.path.join(args.build, "benchmarks", "symmar_perf"), "-C", collective, "-A", "oneshot,mpi",
+           "-b", "8", "-e", args.max, "-f", "4", "-n", "20", "-w", "5", "-d", args.dtype, "-J", path]
+    if symmetric:
+        cmd.append("--symmetric")
+    env = dict(os.environ, SYMMAR_HEAP_BYTES="512M", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        return json.load(f)["results"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--max", default="64M")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--collectives", default="reducescatter,allgather")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for collective in args.collectives.split(","):
+            for symmetric in (False, True):
+                runs = [run_once(args, collective, symmetric, os.path.join(tmp, "%d.json" % i))
+                        for i in range(args.runs)]
+                print("\n%s, %d ranks, %s, %s send buffers, %d runs" % (
+                    collective, args.np, args.dtype, "symmetric" if symmetric else "caller", args.runs))
+                print("%10s %12s %12s %7s   per run" % ("bytes", "symmar us", "mpi us", "mpi/sym"))
+                for size in sorted({r["bytes"] for r in runs[0]}):
+                    def times(algo):
+                        return [next(r["time_us"] for r in run if r["bytes"] == size and r["algo"] == algo)
+                                for run in runs]
+                    sym, mpi = times("oneshot"), times("mpi")
+                    ratio = statistics.median(mpi) / statistics.median(sym)
+                    per_run = " ".join("%.2f" % (m / s) for s, m in zip(sym, mpi))
+                    print("%10d %12.2f %12.2f %7.2f   %s" % (size, statistics.median(sym), statistics.median(mpi),
+                                                            ratio, per_run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
