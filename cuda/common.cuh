@@ -149,7 +149,7 @@ __device__ __forceinline__ void fillElements(void* out, size_t n, Bits bits) {
 /// FP8 outputs; 0x7f is E4M3's NaN).
 template <typename T>
 __device__ __forceinline__ void poisonOutputs(const KernelArgs& a) {
-  fillElements<typename T::Bits>(a.recv, a.count, T::kNaN);
+  fillElements<typename T::Bits>(a.recv, a.recv_count ? a.recv_count : a.count, T::kNaN);
   fillElements<typename T::Bits>(a.norm_out, a.count, T::kNaN);
   fillElements<unsigned char>(a.fp8_out, a.count, 0x7f);
 }

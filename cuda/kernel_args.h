@@ -110,7 +110,8 @@ constexpr sched::FusedParts kFusedParts = sched::FusedParts::kVecAligned;
 struct KernelArgs {
   const void* send;  ///< user input (this rank's pointer)
   void* recv;        ///< user output
-  size_t count;      ///< elements
+  size_t count;      ///< elements (reduce-scatter and all-gather: of one rank's block)
+  size_t recv_count;  ///< elements of recv where it is not count (an all-gather's world x count), else 0
   int rank;
   int world;
   char* base[kMaxRanks];  ///< every rank's symmetric allocation, mapped in this process
@@ -167,6 +168,10 @@ const void* oneShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* twoShotKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* multimemKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* lamportKernel(symmarDataType_t dtype, symmarRedOp_t op);
+/// Reduce-scatter (f32/f16/bf16, every op) and all-gather (by element size: 2 or 4 bytes; wider
+/// elements move as several 4-byte ones) in the one-shot pattern.
+const void* reduceScatterKernel(symmarDataType_t dtype, symmarRedOp_t op);
+const void* allGatherKernel(size_t elem_bytes);
 /// The fused allreduce + residual add + RMSNorm kernels (sum only), one-shot or two-shot form.
 const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot);
 

@@ -233,12 +233,19 @@ symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
 symmarResult_t CudaBackend::scatterGather(const ScatterGatherCall& c) {
   SYMMAR_CHECK(asyncError());
   if (c.count == 0) return symmarSuccess;
-  if (c.algo != symmarAlgoNccl || !nccl_ok_) {
-    return fail(symmarUnsupported, "algorithm %s has no reduce-scatter or all-gather form on a GPU comm",
-                symmarAlgoName(c.algo));
-  }
   DeviceGuard guard(device_);
-  return nccl_.scatterGather(ctx_, c);
+  if (c.algo == symmarAlgoNccl) {
+    if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
+    return nccl_.scatterGather(ctx_, c);
+  }
+  const void* kernel = c.algo == symmarAlgoOneShot ? scatterGatherKernelOf(c.coll, c.dtype, c.op) : nullptr;
+  if (!kernel || !kernelsRun()) {
+    return fail(symmarUnsupported, "algorithm %s cannot serve this %s of %s on this comm", symmarAlgoName(c.algo),
+                collectiveName(c.coll), dtypeName(c.dtype));
+  }
+  int grid = 1;
+  KernelArgs a = makeScatterGatherArgs(launchContext(), c, &grid);
+  return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(c.stream));
 }
 
 symmarResult_t CudaBackend::launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream) {

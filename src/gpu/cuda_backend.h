@@ -61,7 +61,7 @@ class CudaBackend : public Backend {
 
   symmarResult_t allReduce(const AllReduceCall& call) override;
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
-  /// The NCCL fallback only: no symmetric kernel has a reduce-scatter or all-gather form yet.
+  /// The one-shot pattern's kernels (cuda/scatter_gather.cu) or NCCL's.
   symmarResult_t scatterGather(const ScatterGatherCall& call) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;

@@ -53,22 +53,36 @@ int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symm
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(std::max(ctx.max_blocks, 1)))));
 }
 
-uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
-                            symmarAlgo_t algo) {
-  if (!ctx.have_heap || !algorithmTraits(algo).peers_read_inputs_in_place) return kStagedInput;
+namespace {
+
+/// Offset of [send, send + bytes) in this rank's allocation when it lies in one symmarMemAlloc block
+/// at a vector boundary (peers may then read it), else kStagedInput.
+uint64_t symmetricInputOffset(const LaunchContext& ctx, const void* send, size_t bytes) {
+  if (!ctx.have_heap) return kStagedInput;
   const HeapLayout& l = ctx.layout;
   const uintptr_t heap = reinterpret_cast<uintptr_t>(ctx.bases[ctx.rank]) + l.heap_off;
   const uintptr_t s = reinterpret_cast<uintptr_t>(send);
-  const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
   if (s < heap || s % sched::kVecBytes != 0 || bytes > l.heap_bytes || s - heap > l.heap_bytes - bytes) {
     return kStagedInput;
   }
   if (!ctx.arena || !ctx.arena->contains(s - heap, bytes, nullptr)) return kStagedInput;
+  return l.heap_off + (s - heap);
+}
+
+}  // namespace
+
+uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const void* recv, size_t bytes,
+                            symmarAlgo_t algo) {
+  if (!algorithmTraits(algo).peers_read_inputs_in_place) return kStagedInput;
+  const uint64_t offset = symmetricInputOffset(ctx, send, bytes);
+  if (offset == kStagedInput) return kStagedInput;
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send);
+  const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
   const bool disjoint = s + bytes <= r || r + bytes <= s;
   // One-shot writes its output while peers may still read its input: only disjoint buffers.
   // Two-shot overwrites a slice only after every peer has read it: in place is fine as well.
   if (!disjoint && (algo == symmarAlgoOneShot || s != r)) return kStagedInput;
-  return l.heap_off + (s - heap);
+  return offset;
 }
 
 void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span) {
@@ -98,6 +112,37 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.state = ctx.state;
   a.status = ctx.status;
   a.timeout_ns = ctx.timeout_ns;
+  return a;
+}
+
+const void* scatterGatherKernelOf(Collective coll, symmarDataType_t dtype, symmarRedOp_t op) {
+  if (coll == Collective::kReduceScatter) return reduceScatterKernel(dtype, op);
+  if (coll != Collective::kAllGather) return nullptr;
+  const size_t elem = symmarTypeSize(dtype);
+  return allGatherKernel(elem == 8 ? 4 : elem);  // a copy: wider elements move as 4-byte words
+}
+
+KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCall& c, int* grid) {
+  const bool scatter = c.coll == Collective::kReduceScatter;
+  const size_t elem = c.elem();
+  const size_t words = scatter || elem != 8 ? 1 : 2;  // kernel elements per element
+  const size_t kelem = elem / words, count = c.count * words;
+  const symmarDataType_t kdtype = scatter ? c.dtype : (kelem == 2 ? symmarFloat16 : symmarFloat32);
+  const size_t block = count * kelem, input = scatter ? block * static_cast<size_t>(ctx.world) : block;
+  KernelArgs a = makeKernelArgs(ctx, c.send, c.recv, count, kdtype, symmarAlgoOneShot);
+  a.recv_count = scatter ? 0 : count * static_cast<size_t>(ctx.world);
+  // A reduce-scatter stages the world blocks' chunks side by side in a half.
+  a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, kelem, ctx.world) / (scatter ? ctx.world : 1);
+  // Blocks sit count elements apart: vector accesses to them need count to keep the alignment.
+  a.aligned = a.aligned && block % sched::kVecBytes == 0;
+  // Peers read an input in place from their block's offset in it (a reduce-scatter) or its start.
+  // In place is safe here: no rank writes what a peer reads (its own block of either buffer).
+  a.send_offset = scatter && block % sched::kVecBytes != 0 ? kStagedInput : symmetricInputOffset(ctx, c.send, input);
+  inputOffsetBounds(ctx, input, &a.input_lo, &a.input_span);
+  const size_t chunk = std::min(count, a.chunk_elems);
+  const size_t per = std::max<size_t>(ctx.bytes_per_block, 1);
+  const size_t blocks = (chunk * kelem * static_cast<size_t>(ctx.world) + per - 1) / per;
+  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(std::max(ctx.max_blocks, 1)))));
   return a;
 }
 
@@ -186,7 +231,11 @@ std::vector<KernelShape> everyKernel() {
       for (const AlgoKernel& k : kAlgoKernels) out.push_back({k.entry(dt, static_cast<symmarRedOp_t>(o)), k.threads});
     }
     for (bool two_shot : {false, true}) out.push_back({addRmsNormKernel(dt, two_shot), kThreads});
+    for (int o = 0; o < symmarNumOps; ++o) {
+      out.push_back({reduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});
+    }
   }
+  for (size_t elem : {2, 4}) out.push_back({allGatherKernel(elem), kThreads});
   return out;
 }
 

@@ -24,7 +24,7 @@ Refusal symmetric(const symmarTopology_t& t, const Request& r, uint32_t) {
     return r.coll != Collective::kAllReduce && r.hosts > 1 ? Refusal::kCollective : Refusal::kNone;
   }
   if (!gpuPeerLink(t)) return Refusal::kLink;
-  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;  // no GPU kernels for them yet
+  if (r.coll == Collective::kAllGather) return Refusal::kNone;  // a copy: any element size
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }
 

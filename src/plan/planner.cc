@@ -174,7 +174,10 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
 symmarAlgo_t planScatterGather(const symmarTopology_t& topo, uint32_t fallbacks, const Request& request) {
   const symmarAlgo_t forced = planEnv().forced;
   if (forced != symmarAlgoAuto && refusalOf(forced, topo, request, fallbacks) == Refusal::kNone) return forced;
-  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoNccl, symmarAlgoMpi}) {
+  // GPU comms: NCCL while no GPU has measured these kernels against it; host comms: the direct form.
+  const symmarAlgo_t gpu_order[] = {symmarAlgoNccl, symmarAlgoOneShot};
+  const symmarAlgo_t host_order[] = {symmarAlgoOneShot, symmarAlgoMpi};
+  for (symmarAlgo_t algo : topo.cc_major > 0 ? gpu_order : host_order) {
     if (refusalOf(algo, topo, request, fallbacks) == Refusal::kNone) return algo;
   }
   return symmarAlgoAuto;

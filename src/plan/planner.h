@@ -46,9 +46,10 @@ void resetProcessTables();
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op);
 /// The algorithm of a reduce-scatter or all-gather (request.coll): the one SYMMAR_ALGO forces where
-/// it can serve, else the first that can of one-shot (the direct form over shared memory), nccl
-/// and mpi. No table has rows for these collectives yet; on the host the direct form is ahead of
-/// MPI at every size measured (docs/performance.md). symmarAlgoAuto when nothing can serve.
+/// it can serve, else the first that can of: on the host, one-shot (the direct form over shared
+/// memory, ahead of MPI as measured in docs/performance.md), then mpi; on GPUs nccl, then
+/// one-shot (its kernels have not been measured on a GPU yet). No table has rows for these
+/// collectives yet. symmarAlgoAuto when nothing can serve.
 symmarAlgo_t planScatterGather(const symmarTopology_t& topo, uint32_t fallbacks, const Request& request);
 /// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the
 /// same row as the plain allreduce of that size: one-shot where the row says one-shot or lamport

@@ -94,6 +94,14 @@ gpu::LaunchContext EmuComm::context(int r) const {
 }
 
 Launch EmuComm::launchOf(int r, const EmuCall& call) const {
+  if (call.coll != Collective::kAllReduce) {  // the CUDA backend's scatterGather, minus the stream
+    const ScatterGatherCall c{call.coll, call.send[static_cast<size_t>(r)], call.recv[static_cast<size_t>(r)],
+                              call.count, call.dtype, call.op, call.algo, nullptr};
+    const void* kernel = call.algo == symmarAlgoOneShot ? gpu::scatterGatherKernelOf(c.coll, c.dtype, c.op) : nullptr;
+    int grid = 0;
+    const gpu::KernelArgs a = gpu::makeScatterGatherArgs(context(r), c, &grid);
+    return Launch{kernel, kernel ? grid : 0, a, nullptr, gpu::kThreads};
+  }
   const void* kernel = gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast);
   const gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
                                                 call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
@@ -109,13 +117,13 @@ Launch EmuComm::addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot
 }
 
 bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
-  if (!gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast)) return false;
   std::vector<int> ranks = launching;
   if (ranks.empty()) {
     for (int r = 0; r < o_.world; ++r) ranks.push_back(r);
   }
   std::vector<Launch> launches;
   for (int r : ranks) launches.push_back(launchOf(r, call));
+  if (!launches.front().kernel) return false;
   runConcurrently(launches);
   return true;
 }

@@ -29,7 +29,8 @@ struct EmuOptions {
   bool host_staged = false;
 };
 
-/// One allreduce as every rank issues it.
+/// One allreduce (or reduce-scatter, all-gather: coll, count of one rank's block) as every rank
+/// issues it.
 struct EmuCall {
   symmarAlgo_t algo;
   symmarDataType_t dtype;
@@ -37,6 +38,7 @@ struct EmuCall {
   size_t count;
   std::vector<const void*> send;  ///< per rank
   std::vector<void*> recv;        ///< per rank
+  Collective coll = Collective::kAllReduce;
 };
 
 class EmuComm {
