@@ -1,6 +1,6 @@
 // The reduce-scatter and all-gather kernels (cuda/scatter_gather.cu) on the emulated CUDA runtime:
 // every dtype and op, counts around the vector and chunk boundaries, worlds 2..8, staged and
-// symmetric inputs, in place, against the float64 reference (a block reduced over the ranks in
+// symmetric inputs, in place, the host-memory path, against the float64 reference (a block reduced over the ranks in
 // rank order, every rank's block at its place); then ranks that drift apart with these calls mixed
 // among allreduces, each rank on its own lane.
 #include <gtest/gtest.h>
@@ -28,6 +28,7 @@ struct Case {
   size_t count;  ///< one rank's block
   int world;
   Mode mode;
+  bool host_staged = false;  ///< every allocation in host memory, no user heap (pcie-nop2p)
 };
 
 const char* nameOf(Collective c) { return c == Collective::kReduceScatter ? "reducescatter" : "allgather"; }
@@ -40,7 +41,7 @@ std::string caseName(const testing::TestParamInfo<Case>& info) {
   static const char* op[] = {"sum", "max", "min"};
   static const char* mode[] = {"staged", "inplace", "symmetric", "symmetric_inplace"};
   return std::string(nameOf(c.coll)) + "_" + dt[c.dtype] + "_" + op[c.op] + "_n" + std::to_string(c.count) +
-         "_w" + std::to_string(c.world) + "_" + mode[static_cast<int>(c.mode)];
+         "_w" + std::to_string(c.world) + "_" + mode[static_cast<int>(c.mode)] + (c.host_staged ? "_hoststaged" : "");
 }
 
 std::vector<Case> cases() {
@@ -72,6 +73,15 @@ std::vector<Case> cases() {
       }
     }
   }
+  // The host-memory path of GPUs without peer access: inputs always staged, in place or not.
+  for (int world : {2, 3}) {
+    for (size_t count : {size_t(7), size_t(2100)}) {
+      for (Mode mode : {Mode::kStaged, Mode::kInPlace}) {
+        out.push_back({Collective::kReduceScatter, symmarBfloat16, symmarSum, count, world, mode, true});
+        out.push_back({Collective::kAllGather, symmarFloat64, symmarSum, count, world, mode, true});
+      }
+    }
+  }
   return out;
 }
 
@@ -80,6 +90,7 @@ std::string runCase(const Case& c, int call) {
   EmuOptions o;
   o.world = c.world;
   o.blocks = 3;
+  o.host_staged = c.host_staged;
   EmuComm comm(o);
   const bool scatter = c.coll == Collective::kReduceScatter;
   const size_t elem = symmarTypeSize(c.dtype), n = c.count, whole = n * static_cast<size_t>(c.world);
