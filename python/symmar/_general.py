@@ -13,9 +13,9 @@ def dtype_label(code):
     return DTYPE_NAMES.get(code, str(code))
 
 
-def all_reduce(self, x, out, op, algo, dtype, stream):
-    """Comm.all_reduce for every call the fast path does not take: checks and explains."""
-    opv = op_arg(op)
+def resolve_input(self, x, algo, dtype, stream):
+    """The checks every collective's general path starts with: (algorithm code, stream as an int or
+    None, x's Buf on this comm's device)."""
     algov = name_arg(algo, ALGOS, "algo")
     if stream is not None:
         stream = int_arg(stream, "stream", 0)
@@ -23,6 +23,13 @@ def all_reduce(self, x, out, op, algo, dtype, stream):
         R.enable_torch(sys.modules["torch"])
     xb = _buffers.resolve(x, dtype, "x", stream)
     check_device(self, xb, "x")
+    return algov, stream, xb
+
+
+def all_reduce(self, x, out, op, algo, dtype, stream):
+    """Comm.all_reduce for every call the fast path does not take: checks and explains."""
+    opv = op_arg(op)
+    algov, stream, xb = resolve_input(self, x, algo, dtype, stream)
     if out is None:
         out = _buffers.allocate_like(x, xb)
         ob = _buffers.resolve(out, dtype, "out", stream)

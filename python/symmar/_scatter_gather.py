@@ -1,13 +1,11 @@
 """Comm.reduce_scatter and Comm.all_gather: the whole buffer holds nranks blocks along its first
 dimension (torch's reduce_scatter_tensor / all_gather_into_tensor layout), the per-rank buffer one.
 Every check runs before the collective, as for all_reduce."""
-import sys
-
 from . import _buffers
 from . import _lib as L
 from . import _runtime as R
-from ._args import ALGOS, AVG, OPS, int_arg, name_arg, op_arg
-from ._general import check_device, dtype_label
+from ._args import ALGOS, AVG, OPS, op_arg
+from ._general import check_device, dtype_label, resolve_input
 
 
 def _shape(shape, nranks, scatter):
@@ -27,13 +25,7 @@ def _shape(shape, nranks, scatter):
 def _run(self, x, out, op, algo, dtype, stream, scatter):
     fn = "reduce_scatter" if scatter else "all_gather"
     opv = op_arg(op) if scatter else OPS["sum"]
-    algov = name_arg(algo, ALGOS, "algo")
-    if stream is not None:
-        stream = int_arg(stream, "stream", 0)
-    if R._torch is None and "torch" in sys.modules:
-        R.enable_torch(sys.modules["torch"])
-    xb = _buffers.resolve(x, dtype, "x", stream)
-    check_device(self, xb, "x")
+    algov, stream, xb = resolve_input(self, x, algo, dtype, stream)
     n = self._nranks
     out_shape = _shape(xb.shape, n, scatter)
     block = xb.count // n if scatter else xb.count

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "mp/mp_util.h"
@@ -25,6 +26,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d: symmarCommInitMpi: %s\n", rank, symmarGetLastError(nullptr));
     failed = 1;
   } else {
+    // A case passes when it passed on every rank.
+    auto tally = [&](int errors, const std::string& what) {
+      int any = 0;
+      MPI_Allreduce(&errors, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (any && rank == 0) fprintf(stderr, "FAILED: %s\n", what.c_str());
+      (any ? failed : passed) += 1;
+    };
     const symmarAlgo_t algos[] = {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoMpi};
     for (int dt = 0; dt < symmarNumTypes; ++dt) {
       for (int op = 0; op < symmarNumOps; ++op) {
@@ -37,14 +45,7 @@ int main(int argc, char** argv) {
               std::vector<uint64_t> all(world);
               MPI_Allgather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
               for (uint64_t d : all) errors += d != all[0];
-              int any = 0;
-              MPI_Allreduce(&errors, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-              if (any) {
-                if (rank == 0) fprintf(stderr, "FAILED: %s\n", mp::describe(c).c_str());
-                ++failed;
-              } else {
-                ++passed;
-              }
+              tally(errors, mp::describe(c));
             }
           }
         }
@@ -60,14 +61,7 @@ int main(int argc, char** argv) {
               for (bool in_place : {false, true}) {
                 const mp::GatherCase c{scatter, static_cast<symmarDataType_t>(dt), static_cast<symmarRedOp_t>(op),
                                        count, in_place, algo};
-                int errors = mp::runGatherCase(comm, rank, world, c, ++call), any = 0;
-                MPI_Allreduce(&errors, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-                if (any) {
-                  if (rank == 0) fprintf(stderr, "FAILED: %s\n", mp::describe(c).c_str());
-                  ++failed;
-                } else {
-                  ++passed;
-                }
+                tally(mp::runGatherCase(comm, rank, world, c, ++call), mp::describe(c));
               }
             }
           }
