@@ -48,8 +48,10 @@ symmarResult_t scatterGather(ScatterGatherCall c, symmarComm* comm, const char* 
   return res;
 }
 
-symmarResult_t checkAlgo(symmarAlgo_t algo, const char* fn) {
-  if (!validAlgo(rawEnum(algo))) return fail(symmarInvalidArgument, "%s: invalid algorithm %d", fn, rawEnum(algo));
+/// Takes the raw int of the caller's enum (rawEnum): loading an out-of-range value as the C++ enum
+/// is undefined.
+symmarResult_t checkAlgo(int algo, const char* fn) {
+  if (!validAlgo(algo)) return fail(symmarInvalidArgument, "%s: invalid algorithm %d", fn, algo);
   return symmarSuccess;
 }
 
@@ -72,7 +74,7 @@ symmarResult_t symmarReduceScatterAlgo(const void* sendbuf, void* recvbuf, size_
   return guardedCollective(comm, [&] {
     const char* fn = "symmarReduceScatterAlgo";
     SYMMAR_CHECK(checkRequest(recvcount, rawEnum(dtype), rawEnum(op), fn));
-    SYMMAR_CHECK(checkAlgo(algo, fn));
+    SYMMAR_CHECK(checkAlgo(rawEnum(algo), fn));
     return scatterGather({Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, algo, stream}, comm, fn);
   });
 }
@@ -92,7 +94,7 @@ symmarResult_t symmarAllGatherAlgo(const void* sendbuf, void* recvbuf, size_t se
   return guardedCollective(comm, [&] {
     const char* fn = "symmarAllGatherAlgo";
     SYMMAR_CHECK(checkRequest(sendcount, rawEnum(dtype), symmarSum, fn));
-    SYMMAR_CHECK(checkAlgo(algo, fn));
+    SYMMAR_CHECK(checkAlgo(rawEnum(algo), fn));
     return scatterGather({Collective::kAllGather, sendbuf, recvbuf, sendcount, dtype, symmarSum, algo, stream}, comm, fn);
   });
 }
