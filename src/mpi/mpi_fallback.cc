@@ -85,7 +85,7 @@ symmarResult_t fallbackReduceScatter(const void* send, void* recv, size_t recvco
   if (!out) return mpiFailure(symmarOutOfMemory, "the mpi fallback's reduce-scatter: out of host memory");
   const int rc = MPI_Reduce_scatter_block(send, out, static_cast<int>(recvcount), type, mop, comm);
   if (in_place) {
-    if (rc == MPI_SUCCESS) memcpy(recv, out, block);
+    if (rc == MPI_SUCCESS && block > 0) memcpy(recv, out, block);
     free(out);
   }
   if (rc != MPI_SUCCESS) return mpiFailure(symmarSystemError, "MPI_Reduce_scatter_block failed", rc);
