@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/schedule.h"
 #include "fault/fault_util.h"
@@ -37,13 +39,28 @@ char* ownSegment() {
 
 // The call signature a host two-shot publishes for (count, f32, sum) as call number `call` of its
 // comm: the protocol's FNV-1a over (count, dtype, op, algorithm), never 0, then over the call number.
-uint64_t twoShotSignature(size_t count, uint32_t call) {
+uint64_t twoShotSignature(size_t count, uint32_t call, uint64_t algo_code = symmarAlgoTwoShot) {
   uint64_t h = 1469598103934665603ull;
-  for (uint64_t v :
-       {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum}, uint64_t{symmarAlgoTwoShot}}) {
+  for (uint64_t v : {static_cast<uint64_t>(count), uint64_t{symmarFloat32}, uint64_t{symmarSum}, algo_code}) {
     h = (h ^ v) * 1099511628211ull;
   }
   return (((h | 1) ^ call) * 1099511628211ull) | 1;
+}
+
+// Rank 1 of the comm this process forms arrives at the first barrier (call number 1) with
+// input_offset and the signature sig, as a hostile or broken peer would.
+bool publishHostileBarrier(uint64_t input_offset, uint64_t sig) {
+  char* seg = ownSegment();
+  if (!seg) return false;
+  namespace sched = symmar::sched;
+  const uint32_t epoch = 1;  // the first barrier after a start epoch of 0
+  uint32_t* flag =
+      reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
+  auto* words = reinterpret_cast<char*>(flag);
+  memcpy(words + sched::paritySlotOffset(epoch, 0), &input_offset, sizeof(input_offset));
+  memcpy(words + sched::paritySlotOffset(epoch, 1), &sig, sizeof(sig));
+  __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);
+  return true;
 }
 
 }  // namespace
@@ -58,18 +75,7 @@ TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefused) {
     symmarComm_t comm = initCpu(id, 2, rank, 2000);
     if (!comm) return 10;
     if (rank == 1) {
-      char* seg = ownSegment();
-      if (!seg) return 20;
-      namespace sched = symmar::sched;
-      const uint32_t epoch = 1;  // the first barrier after a start epoch of 0, of the first call (number 1)
-      uint32_t* flag =
-          reinterpret_cast<uint32_t*>(seg + symmar::ShmHeap::kHeaderBytes + sched::flagOffset(0, sched::kSlotStart));
-      auto* words = reinterpret_cast<char*>(flag);
-      const uint64_t input_offset = uint64_t{1} << 40;
-      const uint64_t sig = twoShotSignature(kCount, 1);
-      memcpy(words + sched::paritySlotOffset(epoch, 0), &input_offset, sizeof(input_offset));
-      memcpy(words + sched::paritySlotOffset(epoch, 1), &sig, sizeof(sig));
-      __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);
+      if (!publishHostileBarrier(uint64_t{1} << 40, twoShotSignature(kCount, 1))) return 20;
       sleepMs(3000);
       return 0;
     }
@@ -86,4 +92,45 @@ TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefused) {
   });
   EXPECT_EQ(status[0], 0);
   EXPECT_EQ(status[1], 0);
+}
+
+// The same for a reduce-scatter and an all-gather, whose peers read a symmetric input in place.
+// The reduce-scatter's offset leaves room for one block in the 1 MiB heap but not for the whole
+// input (nranks blocks) it names: it must be refused as well.
+TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefusedByScatterGather) {
+  constexpr size_t kBlock = 2048;  // floats per rank: 8 KiB blocks, a 16 KiB reduce-scatter input
+  for (bool scatter : {true, false}) {
+    for (uint64_t offset : {uint64_t{1} << 40, uint64_t{(1u << 20) - kBlock * sizeof(float)}}) {
+      if (!scatter && offset < (uint64_t{1} << 40)) continue;  // one block fits: valid for an all-gather
+      symmarUniqueId id;
+      ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+      auto status = mp::runForked(2, [&](int rank) {
+        setenv("SYMMAR_HEAP_BYTES", "1M", 1);
+        symmarComm_t comm = initCpu(id, 2, rank, 2000);
+        if (!comm) return 10;
+        if (rank == 1) {
+          // The collective's algorithm code in its signature: 200 + 16 x collective + algorithm (core/call.h).
+          const uint64_t code = 200 + 16 * (scatter ? 1 : 2) + symmarAlgoOneShot;
+          if (!publishHostileBarrier(offset, twoShotSignature(kBlock, 1, code))) return 20;
+          sleepMs(3000);
+          return 0;
+        }
+        std::vector<float> whole(2 * kBlock, 1.0f), block(kBlock, 1.0f);
+        const symmarResult_t res =
+            scatter ? symmarReduceScatterAlgo(whole.data(), block.data(), kBlock, symmarFloat32, symmarSum,
+                                              symmarAlgoOneShot, comm, nullptr)
+                    : symmarAllGatherAlgo(block.data(), whole.data(), kBlock, symmarFloat32, symmarAlgoOneShot, comm,
+                                          nullptr);
+        const std::string err = symmarGetLastError(comm);
+        if (res != symmarPeerFailure || err.find("input offset") == std::string::npos) {
+          fprintf(stderr, "rank 0: %s: %s\n", symmarGetErrorString(res), err.c_str());
+          return 11;
+        }
+        symmarCommDestroy(comm);
+        return 0;
+      });
+      EXPECT_EQ(status[0], 0) << (scatter ? "reduce-scatter" : "all-gather") << " offset " << offset;
+      EXPECT_EQ(status[1], 0);
+    }
+  }
 }
