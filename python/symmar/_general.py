@@ -26,6 +26,18 @@ def resolve_input(self, x, algo, dtype, stream):
     return algov, stream, xb
 
 
+def check_output(x, xb, ob, opv, stream):
+    """The checks on the output every collective's general path ends with; returns the stream to
+    use (a torch tensor's current stream where none was given)."""
+    if not ob.writable:
+        raise ValueError("out is read-only")
+    if opv == AVG:
+        _buffers.check_avg(ob)
+    if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
+        stream = R._raw_stream(xb.device)
+    return stream
+
+
 def all_reduce(self, x, out, op, algo, dtype, stream):
     """Comm.all_reduce for every call the fast path does not take: checks and explains."""
     opv = op_arg(op)
@@ -42,12 +54,7 @@ def all_reduce(self, x, out, op, algo, dtype, stream):
             raise ValueError("out has dtype %s but x %s" % (dtype_label(ob.code), dtype_label(xb.code)))
         if ob.shape != xb.shape:
             raise ValueError("out has shape %s but x %s" % (ob.shape, xb.shape))
-    if not ob.writable:
-        raise ValueError("out is read-only")
-    if opv == AVG:
-        _buffers.check_avg(ob)
-    if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
-        stream = R._raw_stream(xb.device)
+    stream = check_output(x, xb, ob, opv, stream)
     handle = self._live()
     lib_op = OPS["sum"] if opv == AVG else opv
     if algov == ALGOS["auto"]:

@@ -3,9 +3,8 @@ dimension (torch's reduce_scatter_tensor / all_gather_into_tensor layout), the p
 Every check runs before the collective, as for all_reduce."""
 from . import _buffers
 from . import _lib as L
-from . import _runtime as R
 from ._args import ALGOS, AVG, OPS, op_arg
-from ._general import check_device, dtype_label, resolve_input
+from ._general import check_device, check_output, dtype_label, resolve_input
 
 
 def _shape(shape, nranks, scatter):
@@ -38,12 +37,7 @@ def _run(self, x, out, op, algo, dtype, stream, scatter):
         raise ValueError("%s: out has dtype %s but x %s" % (fn, dtype_label(ob.code), dtype_label(xb.code)))
     if ob.count != want:
         raise ValueError("%s: out has %d elements; %d ranks need %d" % (fn, ob.count, n, want))
-    if not ob.writable:
-        raise ValueError("out is read-only")
-    if opv == AVG:
-        _buffers.check_avg(ob)
-    if stream is None and xb.device >= 0 and R._torch is not None and isinstance(x, R._Tensor):
-        stream = R._raw_stream(xb.device)
+    stream = check_output(x, xb, ob, opv, stream)
     handle = self._live()
     lib = L.lib()
     lib_op = OPS["sum"] if opv == AVG else opv
