@@ -1,6 +1,8 @@
 // symmar_tune: measures every algorithm available on this machine across sizes and writes a table
-// file whose thresholds reproduce the measured crossovers. Same launch forms as symmar_perf.
+// file whose thresholds reproduce the measured crossovers. Same launch forms as symmar_perf; -C
+// tunes the row of a reduce-scatter or all-gather (sizes: the whole buffer).
 //   mpirun -np 4 symmar_tune --out sm120-pcie-4.json -b 4K -e 64M
+//   mpirun -np 4 symmar_tune -C allgather --out sm120-pcie-4-allgather.json
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,8 +63,9 @@ int main(int argc, char** argv) {
     char date[32];
     time_t now = time(nullptr);
     strftime(date, sizeof(date), "%Y-%m-%d", gmtime(&now));
-    std::string source = std::string("symmar_tune on ") + host + " " + date + ", " + perf::typeName(opt.dtype) +
-                         ", margin " + std::to_string(margin);
+    std::string source = std::string("symmar_tune on ") + host + " " + date + ", " +
+                         symmar::collectiveName(opt.coll) + ", " + perf::typeName(opt.dtype) + ", margin " +
+                         std::to_string(margin);
     auto entries = tune::tuneRow(m, margin);
     // The row key the planner looks up for this comm (Tables::resolve): host ranks share one arch;
     // a comm spanning hosts is keyed by its ranks per host and its number of hosts.
@@ -71,7 +74,8 @@ int main(int argc, char** argv) {
     int hosts = 1, per_host = group.size();
     symmarCommHostLayout(comm, &hosts, nullptr, nullptr, &per_host);
     std::ofstream(out) << tune::tableFileJson(symmar::archKeyName(arch), symmar::linkName(topo.link),
-                                              hosts > 1 ? per_host : group.size(), entries, source, hosts);
+                                              hosts > 1 ? per_host : group.size(), entries, source, hosts,
+                                              symmar::collectiveName(opt.coll));
     printf("symmar_tune: wrote %s:", out.c_str());
     for (const auto& e : entries) printf(" %s<=%llu", symmarAlgoName(e.algo), static_cast<unsigned long long>(e.max_bytes));
     printf("\n");

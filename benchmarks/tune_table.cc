@@ -89,9 +89,10 @@ std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double 
 }
 
 std::string tableFileJson(const std::string& arch, const std::string& link, int world, const std::vector<Entry>& entries,
-                          const std::string& source, int hosts) {
+                          const std::string& source, int hosts, const std::string& collective) {
   std::string out = "{\"rows\": [\n  {\"arch\": \"" + arch + "\", \"link\": \"" + link + "\", \"world\": " +
                     std::to_string(world) + (hosts > 1 ? ", \"hosts\": " + std::to_string(hosts) : std::string()) +
+                    (collective != "allreduce" ? ", \"collective\": \"" + collective + "\"" : std::string()) +
                     ", \"source\": \"" + source + "\",\n   \"algos\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     std::string max = entries[i].max_bytes == UINT64_MAX ? "\"unbounded\"" : std::to_string(entries[i].max_bytes);

@@ -29,8 +29,9 @@ struct Entry {
 std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double margin);
 
 /// A table file (see docs/tuning.md) holding one row; hosts > 1 keys it for comms spanning that
-/// many hosts (world is then the ranks per host).
+/// many hosts (world is then the ranks per host); collective names the row's collective where it
+/// is not the allreduce ("reducescatter", "allgather": sizes are then the whole buffer).
 std::string tableFileJson(const std::string& arch, const std::string& link, int world, const std::vector<Entry>& entries,
-                          const std::string& source, int hosts = 1);
+                          const std::string& source, int hosts = 1, const std::string& collective = "allreduce");
 
 }  // namespace tune

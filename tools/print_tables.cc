@@ -34,11 +34,83 @@ std::string entriesText(const TableRow& row) {
 
 // What serves a key that has no row of its own: the arch of the row the lookup chain picks, or
 // the fallback alone. Only GPU arches have a chain below them; default and host end it.
-std::string servedBy(const Tables& tables, int arch, symmarLink_t link, int world) {
+std::string servedBy(const Tables& tables, int arch, symmarLink_t link, int world, Collective coll) {
   if (arch == kArchDefault || arch == kArchHost) return "fallback only";
-  const TableRow* row = tables.resolve(arch / 10, arch % 10, link, world);
+  const TableRow* row = tables.resolve(arch / 10, arch % 10, link, world, 1, coll);
   if (row->link != link) return "fallback only";  // the chain's empty row
   return archKeyName(row->arch) + " rows";
+}
+
+/// One collective's rows of one arch: the Markdown table, the keys the chain serves instead, and
+/// the sources per link.
+struct Section {
+  std::string table, served;
+  std::map<std::string, std::string> sources;  // link -> sources
+};
+
+Section sectionOf(const Tables& tables, int arch, Collective coll) {
+  const std::vector<symmarLink_t> links =
+      arch == kArchHost ? std::vector<symmarLink_t>{symmarLinkHostMemory}
+                        : std::vector<symmarLink_t>{symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie,
+                                                    symmarLinkPcieNoP2P};
+  Section out;
+  auto note = [&](const std::string& key, const TableRow& row) {
+    std::string& s = out.sources[key];
+    if (s.find(row.source) == std::string::npos) s += (s.empty() ? "" : "; ") + row.source;
+  };
+  for (symmarLink_t link : links) {
+    std::string run_by;  // keys without a row, as runs of worlds served alike: "nvlink 2-8: sm100 rows"
+    int run_first = 0, run_last = 0;
+    auto flush = [&] {
+      if (run_by.empty()) return;
+      std::string worlds = std::to_string(run_first) + (run_last > run_first ? "-" + std::to_string(run_last) : "");
+      out.served += "- " + std::string(linkName(link)) + " " + worlds + ": " + run_by + "\n";
+      run_by.clear();
+    };
+    for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
+      const TableRow* row = tables.find(arch, link, w, 1, coll);
+      if (!row) {
+        std::string by = servedBy(tables, arch, link, w, coll);
+        if (by != run_by || run_last != w - 1) {
+          flush();
+          run_by = by;
+          run_first = w;
+        }
+        run_last = w;
+        continue;
+      }
+      flush();
+      out.table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " | " + entriesText(*row) + " |\n";
+      note(linkName(link), *row);
+    }
+    flush();
+    // Rows for comms spanning hosts: world is the ranks per host (no chain listing: a host count
+    // without rows takes the 2-host rows, and no rows at all means flat, the fallback serving).
+    for (int h = 2; h <= kMaxTableHosts; ++h) {
+      for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
+        const TableRow* row = tables.find(arch, link, w, h, coll);
+        if (!row) continue;
+        out.table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " per host, " +
+                     std::to_string(h) + " hosts | " + entriesText(*row) + " |\n";
+        note(std::string(linkName(link)) + ", " + std::to_string(h) + " hosts", *row);
+      }
+    }
+  }
+  return out;
+}
+
+void printSection(const Section& section, bool chain) {
+  if (section.table.empty()) {
+    printf("No rows of its own.\n");
+  } else {
+    printf("| link | world | algorithms |\n|---|---|---|\n%s", section.table.c_str());
+  }
+  if (chain && !section.served.empty()) printf("\nServed by the lookup chain (no row here):\n%s", section.served.c_str());
+  if (!section.sources.empty()) {
+    printf("\nSources:\n");
+    for (const auto& [link, src] : section.sources) printf("- %s: %s\n", link.c_str(), src.c_str());
+  }
+  printf("\n");
 }
 
 }  // namespace
@@ -56,66 +128,19 @@ int main(int argc, char** argv) {
          "chunked). An unavailable multimem (no multicast) is served by twoshot. Lookup: exact capability ->\n"
          "family (major) -> default. Comms spanning hosts use the rows keyed by their ranks per host and\n"
          "number of hosts (the 2-host rows for host counts without rows of their own): oneshot and twoshot\n"
-         "there name the hierarchical forms, whose inter-host stage is the comm's inter-host engine.\n\n");
+         "there name the hierarchical forms, whose inter-host stage is the comm's inter-host engine.\n\n"
+         "Reduce-scatter and all-gather have rows of their own, keyed the same way through the same chain;\n"
+         "their sizes are the whole buffer (nranks blocks, as nccl-tests counts them). They are listed\n"
+         "under an architecture only where it has such rows; elsewhere the chain's rows (default) serve.\n\n");
   for (int arch : knownArchs(tables)) {
-    const std::vector<symmarLink_t> links =
-        arch == kArchHost ? std::vector<symmarLink_t>{symmarLinkHostMemory}
-                          : std::vector<symmarLink_t>{symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie,
-                                                      symmarLinkPcieNoP2P};
-    std::map<std::string, std::string> sources;  // link -> sources
-    std::string table, served;
-    for (symmarLink_t link : links) {
-      std::string run_by;  // keys without a row, as runs of worlds served alike: "nvlink 2-8: sm100 rows"
-      int run_first = 0, run_last = 0;
-      auto flush = [&] {
-        if (run_by.empty()) return;
-        std::string worlds = std::to_string(run_first) + (run_last > run_first ? "-" + std::to_string(run_last) : "");
-        served += "- " + std::string(linkName(link)) + " " + worlds + ": " + run_by + "\n";
-        run_by.clear();
-      };
-      for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
-        const TableRow* row = tables.find(arch, link, w);
-        if (!row) {
-          std::string by = servedBy(tables, arch, link, w);
-          if (by != run_by || run_last != w - 1) {
-            flush();
-            run_by = by;
-            run_first = w;
-          }
-          run_last = w;
-          continue;
-        }
-        flush();
-        table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " | " + entriesText(*row) + " |\n";
-        std::string& s = sources[linkName(link)];
-        if (s.find(row->source) == std::string::npos) s += (s.empty() ? "" : "; ") + row->source;
-      }
-      flush();
-      // Rows for comms spanning hosts: world is the ranks per host (no chain listing: a host count
-      // without rows takes the 2-host rows, and no rows at all means flat, the fallback serving).
-      for (int h = 2; h <= kMaxTableHosts; ++h) {
-        for (int w = kMinTableWorld; w <= kMaxTableWorld; ++w) {
-          const TableRow* row = tables.find(arch, link, w, h);
-          if (!row) continue;
-          table += "| " + std::string(linkName(link)) + " | " + std::to_string(w) + " per host, " + std::to_string(h) +
-                   " hosts | " + entriesText(*row) + " |\n";
-          std::string& s = sources[std::string(linkName(link)) + ", " + std::to_string(h) + " hosts"];
-          if (s.find(row->source) == std::string::npos) s += (s.empty() ? "" : "; ") + row->source;
-        }
-      }
-    }
     printf("## %s\n\n", archKeyName(arch).c_str());
-    if (table.empty()) {
-      printf("No rows of its own.\n");
-    } else {
-      printf("| link | world | algorithms |\n|---|---|---|\n%s", table.c_str());
+    printSection(sectionOf(tables, arch, Collective::kAllReduce), true);
+    for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
+      const Section section = sectionOf(tables, arch, coll);
+      if (section.table.empty()) continue;
+      printf("### %s %s (bytes: the whole buffer)\n\n", archKeyName(arch).c_str(), collectiveName(coll));
+      printSection(section, false);
     }
-    if (!served.empty()) printf("\nServed by the lookup chain (no row here):\n%s", served.c_str());
-    if (!sources.empty()) {
-      printf("\nSources:\n");
-      for (const auto& [link, src] : sources) printf("- %s: %s\n", link.c_str(), src.c_str());
-    }
-    printf("\n");
   }
   return 0;
 }

@@ -199,7 +199,8 @@ symmarResult_t symmarCommTopology(symmarComm_t comm, symmarTopology_t* topo);
 symmarResult_t symmarCommHostLayout(symmarComm_t comm, int* hosts, int* host, int* local_rank, int* local_size);
 /**
  * One line describing the comm for logs and benchmark headers: backend, topology and the table row
- * in use with its thresholds and source. Truncated to len bytes (always NUL-terminated).
+ * in use with its thresholds and source, then the reduce-scatter and all-gather rows' thresholds
+ * (whole-buffer bytes). Truncated to len bytes (always NUL-terminated).
  */
 symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len);
 /** "auto","oneshot","twoshot","multimem","nccl","mpi","lamport"; "unknown" for out-of-range values. */

@@ -14,7 +14,7 @@ using namespace symmar;
 namespace {
 
 symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, symmarRedOp_t op) {
-  return planRequest(*comm->row, comm->topo, comm->fallbacks(), count, dtype, op);
+  return planRequest(comm->row(), comm->topo, comm->fallbacks(), count, dtype, op);
 }
 
 symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,

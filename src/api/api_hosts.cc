@@ -10,10 +10,10 @@ using namespace symmar;
 
 namespace symmar {
 
-const TableRow* resolveRow(const symmarComm& comm) {
+const TableRow* resolveRow(const symmarComm& comm, Collective coll) {
   const HostPlacement& p = comm.placement;
   if (p.hosts == 1) {
-    return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, comm.topo.link, comm.nranks);
+    return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, comm.topo.link, comm.nranks, 1, coll);
   }
   // Hosts of unequal size have no hierarchical path, and their ranks per host differ, so no key of
   // theirs would be the same on every rank: one row for all, empty (the fallback serves).
@@ -28,7 +28,7 @@ const TableRow* resolveRow(const symmarComm& comm) {
   // memory (on the host backend the link is unknown until an engine is set, but the plan must not
   // change when one is).
   const symmarLink_t link = gpu ? comm.topo.link : symmarLinkHostMemory;
-  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, link, p.local_size, p.hosts);
+  return comm.tables.resolve(comm.topo.cc_major, comm.topo.cc_minor, link, p.local_size, p.hosts, coll);
 }
 
 std::string describeHosts(const symmarComm& comm) {

@@ -24,7 +24,8 @@ struct symmarComm {
   std::string inter_host;           ///< the engine between hosts once set ("" before, or on one host)
   std::string checks;  ///< the backend's start-up checks, as symmarCommDescribe reports them
   symmar::Tables tables;
-  const symmar::TableRow* row = nullptr;  // resolved once: (arch, link, world, hosts) never change
+  /// Each collective's row, resolved once: (arch, link, world, hosts) never change.
+  const symmar::TableRow* rows[symmar::kNumCollectives] = {};
   std::unique_ptr<symmar::Bootstrap> bootstrap;
   std::unique_ptr<symmar::Backend> backend;
 
@@ -43,14 +44,18 @@ struct symmarComm {
 
   /// Bits of the fallbacks that serve coll on this comm (nccl, mpi).
   uint32_t fallbacks(symmar::Collective coll = symmar::Collective::kAllReduce) const;
+  /// The table row that plans coll on this comm.
+  const symmar::TableRow& row(symmar::Collective coll = symmar::Collective::kAllReduce) const {
+    return *rows[static_cast<int>(coll)];
+  }
   /// A comm of the CUDA backend (creation resolves settings.device to a GPU or SYMMAR_DEVICE_CPU).
   bool gpu() const { return settings.device >= 0; }
 };
 
 namespace symmar {
-/// The comm's table row: keyed by its ranks per host and number of hosts when it spans hosts
-/// (api_hosts.cc).
-const TableRow* resolveRow(const symmarComm& comm);
+/// The comm's table row for coll: keyed by its ranks per host and number of hosts when it spans
+/// hosts (api_hosts.cc).
+const TableRow* resolveRow(const symmarComm& comm, Collective coll);
 /// The comm's settings: config merged with the environment and defaults (no peer involved; the
 /// sizes are agreed across ranks later, in finishComm).
 symmarResult_t resolveSettings(const symmarConfig_t* config, SymmarSettings* s);

@@ -110,16 +110,19 @@ void applyRecords(const std::vector<PeerRecord>& all, int rank, SymmarSettings* 
 }
 
 /// What decides this comm's plans: its table row and the environment overrides.
-uint64_t planFingerprint(const TableRow& row, const PlanEnv& env) {
+uint64_t planFingerprint(const TableRow* const (&rows)[kNumCollectives], const PlanEnv& env) {
   uint64_t h = kFnvOffset;
   auto mix = [&h](uint64_t v) { h = fnv1aMix(h, v); };
-  mix(static_cast<uint64_t>(row.arch));
-  mix(static_cast<uint64_t>(row.link));
-  mix(static_cast<uint64_t>(row.world));
-  mix(static_cast<uint64_t>(row.hosts));
-  for (int i = 0; i < row.num_entries; ++i) {
-    mix(static_cast<uint64_t>(row.entries[i].algo));
-    mix(row.entries[i].max_bytes);
+  for (const TableRow* row : rows) {
+    mix(static_cast<uint64_t>(row->coll));
+    mix(static_cast<uint64_t>(row->arch));
+    mix(static_cast<uint64_t>(row->link));
+    mix(static_cast<uint64_t>(row->world));
+    mix(static_cast<uint64_t>(row->hosts));
+    for (int i = 0; i < row->num_entries; ++i) {
+      mix(static_cast<uint64_t>(row->entries[i].algo));
+      mix(row->entries[i].max_bytes);
+    }
   }
   mix(static_cast<uint64_t>(env.forced));
   mix(env.disabled);
@@ -194,13 +197,13 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   comm->inter_host = facts.inter_host;
   comm->checks = facts.checks;
   comm->settings.staging_bytes = facts.staging_bytes;
-  // The row never changes for a comm: (arch, link, world, hosts) are fixed, so resolve it once here.
-  comm->row = resolveRow(*comm);
-  noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, *comm->row);
-  // Every rank must plan alike (same row, same SYMMAR_ALGO/SYMMAR_DISABLE), or auto would run
+  // The rows never change for a comm: (arch, link, world, hosts) are fixed, so resolve them once here.
+  for (int c = 0; c < kNumCollectives; ++c) comm->rows[c] = resolveRow(*comm, static_cast<Collective>(c));
+  noteRowServed(comm->topo.cc_major, comm->topo.cc_minor, comm->topo.link, comm->row());
+  // Every rank must plan alike (same rows, same SYMMAR_ALGO/SYMMAR_DISABLE), or auto would run
   // different algorithms on different ranks.
   std::vector<uint64_t> plans(comm->nranks, 0);
-  plans[comm->rank] = planFingerprint(*comm->row, planEnv());
+  plans[comm->rank] = planFingerprint(comm->rows, planEnv());
   SYMMAR_CHECK(comm->bootstrap->allGather(plans.data(), sizeof(uint64_t)));
   for (int r = 0; r < comm->nranks; ++r) {
     if (plans[r] != plans[comm->rank]) {
@@ -210,8 +213,8 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   }
   SYMMAR_INFO(kSubsysInit, "comm rank %d/%d on %s: link %s, cc %d.%d, multicast %d, row %s (%s)", comm->rank,
               comm->nranks, gpu ? "cuda" : "host", linkName(comm->topo.link), comm->topo.cc_major,
-              comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row->arch).c_str(),
-              comm->row->source.c_str());
+              comm->topo.cc_minor, comm->topo.multicast, archKeyName(comm->row().arch).c_str(),
+              comm->row().source.c_str());
   comm->magic.store(kCommMagic);
   *out = comm.release();
   return symmarSuccess;

@@ -36,7 +36,7 @@ void buryComm(symmarComm* comm) {
   comm->backend.reset();
   comm->bootstrap.reset();
   comm->tables = Tables();
-  comm->row = nullptr;
+  for (const TableRow*& row : comm->rows) row = nullptr;
   std::lock_guard<std::mutex> lock(g_tombstones_mutex);
   g_tombstones.emplace_back(comm);
   if (g_tombstones.size() > kTombstones) g_tombstones.pop_front();

@@ -27,6 +27,7 @@ struct AllReduceCall {
 
 /// The collectives a comm runs.
 enum class Collective : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
+constexpr int kNumCollectives = 3;
 
 /// One reduce-scatter or all-gather, arguments checked and algorithm chosen
 /// (api_scatter_gather.cc). count: elements per rank (a reduce-scatter's recvcount, an

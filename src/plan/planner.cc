@@ -43,11 +43,17 @@ bool g_tables_loaded = false;
 }  // namespace
 
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks) {
+  return availableAlgos(topo, Request{dtype, op, 0}, fallbacks);
+}
+
+uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
+  Request sizeless = request;
+  sizeless.bytes = 0;
   uint32_t mask = 0;
   size_t n = 0;
   const AlgorithmTraits* traits = algorithmTraitsTable(&n);
   for (size_t i = 0; i < n; ++i) {
-    if (refusalOf(traits[i].algo, topo, {dtype, op, 0}, fallbacks) == Refusal::kNone) mask |= algoBit(traits[i].algo);
+    if (refusalOf(traits[i].algo, topo, sizeless, fallbacks) == Refusal::kNone) mask |= algoBit(traits[i].algo);
   }
   return mask;
 }
@@ -171,16 +177,13 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
   return chooseAlgo(row, availableAlgos(topo, dtype, op, fallbacks), bytes);
 }
 
-symmarAlgo_t planScatterGather(const symmarTopology_t& topo, uint32_t fallbacks, const Request& request) {
+symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
+                               const Request& request) {
   const symmarAlgo_t forced = planEnv().forced;
   if (forced != symmarAlgoAuto && refusalOf(forced, topo, request, fallbacks) == Refusal::kNone) return forced;
-  // GPU comms: NCCL while no GPU has measured these kernels against it; host comms: the direct form.
-  const symmarAlgo_t gpu_order[] = {symmarAlgoNccl, symmarAlgoOneShot};
-  const symmarAlgo_t host_order[] = {symmarAlgoOneShot, symmarAlgoMpi};
-  for (symmarAlgo_t algo : topo.cc_major > 0 ? gpu_order : host_order) {
-    if (refusalOf(algo, topo, request, fallbacks) == Refusal::kNone) return algo;
-  }
-  return symmarAlgoAuto;
+  const size_t world = topo.world_size > 0 ? static_cast<size_t>(topo.world_size) : 1;
+  const size_t whole = request.bytes > SIZE_MAX / world ? SIZE_MAX : request.bytes * world;  // the checks bound it
+  return chooseAlgo(row, availableAlgos(topo, request, fallbacks), whole);
 }
 
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {

@@ -16,6 +16,8 @@ namespace symmar {
 /// SYMMAR_DISABLE). fallbacks: bits of the fallbacks that are present (nccl for a GPU comm, mpi
 /// for a host comm).
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks);
+/// The same for a request of any collective (its size left out).
+uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
 /// Why algo cannot serve the request on this comm (Refusal::kNone: it can): its record
 /// (canImplement, size included), then SYMMAR_DISABLE. The forced paths ask this.
 Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
@@ -45,12 +47,11 @@ void resetProcessTables();
 /// (where not, the table's choice, and the reason logged once), else the table.
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op);
-/// The algorithm of a reduce-scatter or all-gather (request.coll): the one SYMMAR_ALGO forces where
-/// it can serve, else the first that can of: on the host, one-shot (the direct form over shared
-/// memory, ahead of MPI as measured in docs/performance.md), then mpi; on GPUs nccl, then
-/// one-shot (its kernels have not been measured on a GPU yet). No table has rows for these
-/// collectives yet. symmarAlgoAuto when nothing can serve.
-symmarAlgo_t planScatterGather(const symmarTopology_t& topo, uint32_t fallbacks, const Request& request);
+/// The algorithm of a reduce-scatter or all-gather (request.coll) from that collective's row, which
+/// is keyed by the whole buffer (nranks * request.bytes): the one SYMMAR_ALGO forces where it can
+/// serve, else the row's choice (chooseAlgo). symmarAlgoAuto when nothing can serve.
+symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
+                               const Request& request);
 /// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the
 /// same row as the plain allreduce of that size: one-shot where the row says one-shot or lamport
 /// (or when tokens < world: a two-shot would leave some ranks without a row to finish),

@@ -4,6 +4,17 @@
 #include <cstring>
 
 namespace symmar {
+namespace {
+
+TableRow emptyRow(Collective coll) {
+  TableRow r;
+  r.coll = coll;
+  r.source = "empty row: unknown interconnect, or no row for this collective or this many hosts (the fallback "
+             "serves)";
+  return r;
+}
+
+}  // namespace
 
 std::string archKeyName(int arch) {
   if (arch == kArchDefault) return "default";
@@ -30,8 +41,8 @@ bool parseArchKey(const char* text, int* arch) {
 
 void Tables::put(const TableRow& row) {
   for (TableRow& existing : rows_) {
-    if (existing.arch == row.arch && existing.link == row.link && existing.world == row.world &&
-        existing.hosts == row.hosts) {
+    if (existing.coll == row.coll && existing.arch == row.arch && existing.link == row.link &&
+        existing.world == row.world && existing.hosts == row.hosts) {
       existing = row;
       return;
     }
@@ -39,14 +50,17 @@ void Tables::put(const TableRow& row) {
   rows_.push_back(row);
 }
 
-const TableRow* Tables::find(int arch, symmarLink_t link, int world, int hosts) const {
+const TableRow* Tables::find(int arch, symmarLink_t link, int world, int hosts, Collective coll) const {
   for (const TableRow& row : rows_) {
-    if (row.arch == arch && row.link == link && row.world == world && row.hosts == hosts) return &row;
+    if (row.coll == coll && row.arch == arch && row.link == link && row.world == world && row.hosts == hosts) {
+      return &row;
+    }
   }
   return nullptr;
 }
 
-const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts) const {
+const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts,
+                                Collective coll) const {
   const int w = world < kMinTableWorld ? kMinTableWorld : (world > kMaxTableWorld ? kMaxTableWorld : world);
   const int h = hosts < 1 ? 1 : (hosts > kMaxTableHosts ? kMaxTableHosts : hosts);
   const int arch = archOf(cc_major, cc_minor);
@@ -54,22 +68,20 @@ const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, i
   for (int hk : {h, 2}) {
     if (hk != h && (h == 1 || h == 2)) break;  // the 2-host rows stand in only for other host counts
     if (host) {
-      if (const TableRow* row = find(kArchHost, symmarLinkHostMemory, w, hk)) return row;
+      if (const TableRow* row = find(kArchHost, symmarLinkHostMemory, w, hk, coll)) return row;
     } else {
-      if (const TableRow* row = find(arch, link, w, hk)) return row;
-      if (const TableRow* row = find(archOf(cc_major, 0), link, w, hk)) return row;
+      if (const TableRow* row = find(arch, link, w, hk, coll)) return row;
+      if (const TableRow* row = find(archOf(cc_major, 0), link, w, hk, coll)) return row;
     }
-    if (const TableRow* row = find(kArchDefault, link, w, hk)) return row;
+    if (const TableRow* row = find(kArchDefault, link, w, hk, coll)) return row;
   }
-  // The built-in default rows cover every link and world of a single host, so this is reached
-  // only for an unknown link or a comm spanning hosts without rows of its own: an empty row, which
-  // leaves the decision to the fallback (flat).
-  static const TableRow kEmpty = [] {
-    TableRow r;
-    r.source = "empty row: unknown interconnect, or no row for this many hosts (the fallback serves)";
-    return r;
-  }();
-  return &kEmpty;
+  // The built-in default rows cover every collective, link and world of a single host, so this is
+  // reached only for an unknown link, a comm spanning hosts without rows of its own, or a table
+  // without rows for a collective: an empty row, which leaves the decision to the fallback (flat).
+  static const TableRow kEmpty[kNumCollectives] = {emptyRow(Collective::kAllReduce),
+                                                   emptyRow(Collective::kReduceScatter),
+                                                   emptyRow(Collective::kAllGather)};
+  return &kEmpty[static_cast<int>(coll)];
 }
 
 }  // namespace symmar

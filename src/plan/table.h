@@ -1,5 +1,7 @@
-// Size tables: rows keyed by (arch key, interconnect, world size, hosts), each an ordered list of
-// (algorithm, max bytes). Above the last threshold the fallback serves. A comm spanning hosts is
+// Size tables: rows keyed by (collective, arch key, interconnect, world size, hosts), each an
+// ordered list of (algorithm, max bytes). Above the last threshold the fallback serves. An
+// allreduce's bytes are its message; a reduce-scatter's and an all-gather's are the whole buffer
+// (nranks blocks), as nccl-tests and symmar_perf count them. A comm spanning hosts is
 // keyed by its ranks per host (world) and its number of hosts; its interconnect is the one within
 // a host, and its entries name the hierarchical forms (oneshot = one-shot within each host, then
 // the whole message between hosts; twoshot = reduce-scatter within, slices between, all-gather).
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/call.h"
 #include "symmar/symmar.h"
 
 namespace symmar {
@@ -26,6 +29,7 @@ struct TableEntry {
 };
 
 struct TableRow {
+  Collective coll = Collective::kAllReduce;
   int arch = kArchDefault;  ///< major*10 + minor (sm90 = 90, sm120 = 120), kArchHost or kArchDefault
   symmarLink_t link = symmarLinkUnknown;
   int world = 0;
@@ -60,14 +64,17 @@ class Tables {
   /// Adds a row, replacing one with the same key.
   void put(const TableRow& row);
   /// Exact key lookup; nullptr if absent.
-  const TableRow* find(int arch, symmarLink_t link, int world, int hosts = 1) const;
-  /// The lookup chain, per (link, world, hosts): exact capability -> family (major, minor 0) ->
+  const TableRow* find(int arch, symmarLink_t link, int world, int hosts = 1,
+                       Collective coll = Collective::kAllReduce) const;
+  /// The lookup chain, per (collective, link, world, hosts): exact capability -> family (major, minor 0) ->
   /// default; host memory (or capability 0.0) -> host rows -> default. Rows may be sparse: any step
   /// may lack the key. World sizes outside 2..8 use the nearest row; more than 8 hosts use the
   /// 8-host rows, and a host count without rows the 2-host rows. Never returns nullptr: a key with
   /// no default row gets an empty row (fallback only: a comm spanning hosts without hierarchical
   /// rows runs flat). The served row's arch and hosts say which step answered.
-  const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts = 1) const;
+  /// A collective without rows of its own on this key gets the empty row too.
+  const TableRow* resolve(int cc_major, int cc_minor, symmarLink_t link, int world, int hosts = 1,
+                          Collective coll = Collective::kAllReduce) const;
   const std::vector<TableRow>& rows() const { return rows_; }
 
  private:

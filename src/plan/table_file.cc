@@ -1,4 +1,5 @@
 // JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4], "hosts": 2 (optional),
+//   "collective": "reducescatter" (optional, allreduce by default),
 //   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
 //   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
 #include <fcntl.h>
@@ -52,7 +53,8 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
   if (!j.is_object()) return r.bad(where, "a row must be an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k != "arch" && k != "link" && k != "world" && k != "hosts" && k != "algos" && k != "source") {
+    if (k != "arch" && k != "link" && k != "world" && k != "hosts" && k != "collective" && k != "algos" &&
+        k != "source") {
       return r.bad(where + "." + k, "unknown field");
     }
   }
@@ -100,6 +102,13 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
       return r.bad(where + ".hosts", "expected an integer 1.." + std::to_string(kMaxTableHosts));
     }
     row.hosts = h.get<int>();
+  }
+  if (j.contains("collective")) {  // optional: allreduce unless the row is for another collective
+    const json& c = j["collective"];
+    if (!c.is_string() || !parseCollectiveName(c.get<std::string>().c_str(), &row.coll)) {
+      return r.bad(where + ".collective", "expected \"allreduce\", \"reducescatter\" or \"allgather\"" +
+                                              (c.is_string() ? ", got \"" + c.get<std::string>() + "\"" : std::string()));
+    }
   }
   if (!j.contains("algos") || !j["algos"].is_array()) return r.bad(where + ".algos", "missing or not a list");
   const json& algos = j["algos"];

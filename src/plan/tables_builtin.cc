@@ -32,7 +32,11 @@ struct Spec {
   TableEntry entries[kMaxTableEntries];
   const char* source;
   int hosts = 1;  // a row for comms spanning this many hosts (world = ranks per host)
+  Collective coll = Collective::kAllReduce;
 };
+
+constexpr Collective RS = Collective::kReduceScatter;
+constexpr Collective AG = Collective::kAllGather;
 
 constexpr symmarLink_t SW = symmarLinkNvSwitch;
 constexpr symmarLink_t NVL = symmarLinkNvLink;
@@ -56,6 +60,25 @@ constexpr const char* kNoP2pSource =
 constexpr const char* kTwoHostGpuSource =
     "cost model, 2 x 8 H100 over 400 Gb/s InfiniBand: one-shot kernel 6.5 us + NCCL between hosts 10 us + "
     "S/50 GB/s vs NCCL over all 16 25 us + S/400 GB/s (latencies assumed); crossover ~500 KB";
+
+// Reduce-scatter and all-gather on the host backend against Open MPI (benchmarks/collectives_vs_mpi.py,
+// caller send buffers, float32, median of 5 runs at 2 ranks and 3 at 4 ranks, 2-core x86-64 VM,
+// 2026-12-02; docs/performance.md).
+constexpr const char* kHostReduceScatter2Source =
+    "collectives_vs_mpi.py, 2 ranks, 2026-12-02: one-shot level with MPI_Reduce_scatter_block at 8-512 B "
+    "(0.87-1.09x), 1.7-3.6x at 2-32 KiB, 3.8-5.4x from 128 KiB to 32 MiB; world 3 reuses it";
+constexpr const char* kHostReduceScatter4Source =
+    "collectives_vs_mpi.py, 4 ranks oversubscribed on 2 cores, 2026-12-02: MPI's yielding wait ahead to 64 KiB "
+    "(one-shot 0.48-0.94x), one-shot 2.2-2.8x from 256 KiB";
+constexpr const char* kHostAllGather2Source =
+    "collectives_vs_mpi.py, 2 ranks, 2026-12-02: one-shot 1.2-2.4x MPI_Allgather to 32 KiB; from 128 KiB MPI's "
+    "single-copy reads of the peer beat one-shot's three block copies (0.5-0.83x), so MPI serves there (with "
+    "symmarMemAlloc send buffers one-shot stays 1.3-1.9x ahead: force it); world 3 reuses it";
+constexpr const char* kHostAllGather4Source =
+    "collectives_vs_mpi.py, 4 ranks oversubscribed on 2 cores, 2026-12-02: level at 16 B-1 KiB (0.8-1.2x), "
+    "one-shot 1.1-1.7x from 4 KiB";
+constexpr const char* kGpuScatterGatherSource =
+    "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
 const Spec kSpecs[] = {
     // ---- sm90: H100 / H200 ----
@@ -144,6 +167,26 @@ const Spec kSpecs[] = {
      "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29 (MPI's yielding wait wins "
      "the tiniest sizes there; lamport measured 2026-11-30 at 15 us vs mpi 13 us at 4 B there, so no lamport)"},
 
+    // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no lamport or
+    // two-shot form: one-shot is the direct form over shared memory) ----
+    {kArchHost, symmarLinkHostMemory, 2, 3, {{ONE, kUnbounded}}, kHostReduceScatter2Source, 1, RS},
+    {kArchHost, symmarLinkHostMemory, 4, 8, {{symmarAlgoMpi, 64 * KiB}, {ONE, kUnbounded}}, kHostReduceScatter4Source,
+     1, RS},
+    {kArchHost, symmarLinkHostMemory, 2, 3, {{ONE, 32 * KiB}}, kHostAllGather2Source, 1, AG},
+    {kArchHost, symmarLinkHostMemory, 4, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, kUnbounded}}, kHostAllGather4Source, 1,
+     AG},
+
+    // ---- GPUs: reduce-scatter and all-gather. No row names a kernel until one has been measured
+    // on a GPU: NCCL serves, and one-shot where a comm has no NCCL ----
+    {kArchDefault, SW, 2, 8, {}, kGpuScatterGatherSource, 1, RS},
+    {kArchDefault, NVL, 2, 8, {}, kGpuScatterGatherSource, 1, RS},
+    {kArchDefault, PCI, 2, 8, {}, kGpuScatterGatherSource, 1, RS},
+    {kArchDefault, NOP2P, 2, 8, {}, kGpuScatterGatherSource, 1, RS},
+    {kArchDefault, SW, 2, 8, {}, kGpuScatterGatherSource, 1, AG},
+    {kArchDefault, NVL, 2, 8, {}, kGpuScatterGatherSource, 1, AG},
+    {kArchDefault, PCI, 2, 8, {}, kGpuScatterGatherSource, 1, AG},
+    {kArchDefault, NOP2P, 2, 8, {}, kGpuScatterGatherSource, 1, AG},
+
     // ---- host backend across hosts (world = ranks per host; 2-host rows stand in for more hosts) ----
     {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, 16 * KiB}, {TWO, kUnbounded}},
      "symmar_perf, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh) on a 2-core x86-64 VM, "
@@ -159,6 +202,7 @@ Tables makeBuiltin() {
   for (const Spec& spec : kSpecs) {
     for (int w = spec.world_min; w <= spec.world_max; ++w) {
       TableRow row;
+      row.coll = spec.coll;
       row.arch = spec.arch;
       row.link = spec.link;
       row.world = w;

@@ -314,43 +314,6 @@ TEST(Planner, EnvironmentForcesAndDisables) {
   reloadPlanEnv();
 }
 
-// Reduce-scatter and all-gather: the direct (one-shot) form on a host comm of one host, the
-// fallbacks elsewhere, never an algorithm without a form of the collective; SYMMAR_ALGO and
-// SYMMAR_DISABLE apply as to an allreduce.
-TEST(Planner, ScatterGatherTakesTheDirectFormThenTheFallbacks) {
-  const uint32_t mpi = algoBit(symmarAlgoMpi), nccl = algoBit(symmarAlgoNccl);
-  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 4, 0);
-  const symmarTopology_t gpu = topo(9, 0, symmarLinkNvSwitch, 8, 1);
-  for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
-    const Request one_host{symmarBfloat16, symmarSum, 4096, coll, 1};
-    const Request two_hosts{symmarBfloat16, symmarSum, 4096, coll, 2};
-    EXPECT_EQ(planScatterGather(host, 0, one_host), symmarAlgoOneShot);
-    EXPECT_EQ(planScatterGather(host, mpi, one_host), symmarAlgoOneShot);
-    EXPECT_EQ(planScatterGather(host, mpi, two_hosts), symmarAlgoMpi);
-    EXPECT_EQ(planScatterGather(host, 0, two_hosts), symmarAlgoAuto);
-    EXPECT_EQ(planScatterGather(gpu, nccl, one_host), symmarAlgoNccl);  // until a GPU measured the kernels
-    EXPECT_EQ(planScatterGather(gpu, 0, one_host), symmarAlgoOneShot);
-    for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoLamport}) {
-      EXPECT_NE(refusalOf(algo, host, one_host, mpi), Refusal::kNone) << algoName(algo);  // multimem: the link
-      EXPECT_EQ(refusalOf(algo, gpu, one_host, nccl), Refusal::kCollective) << algoName(algo);
-    }
-    // The kernels reduce f32/f16/bf16; an all-gather is a copy of any element size.
-    const Request i32{symmarInt32, symmarSum, 4096, coll, 1};
-    EXPECT_EQ(refusalOf(symmarAlgoOneShot, gpu, i32, nccl),
-              coll == Collective::kAllGather ? Refusal::kNone : Refusal::kDtype);
-    setenv("SYMMAR_ALGO", "mpi", 1);
-    reloadPlanEnv();
-    EXPECT_EQ(planScatterGather(host, mpi, one_host), symmarAlgoMpi);
-    EXPECT_EQ(planScatterGather(host, 0, one_host), symmarAlgoOneShot);  // forced but cannot serve: the rule
-    unsetenv("SYMMAR_ALGO");
-    setenv("SYMMAR_DISABLE", "oneshot", 1);
-    reloadPlanEnv();
-    EXPECT_EQ(planScatterGather(host, mpi, one_host), symmarAlgoMpi);
-    unsetenv("SYMMAR_DISABLE");
-    reloadPlanEnv();
-  }
-}
-
 TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
   // 8191 float32 a row against a 32768-byte half: the one-shot stages 32764 bytes a row, the
   // two-shot publishes 65528.

@@ -114,3 +114,18 @@ TEST(Tune, MergingHandsANoisyRunToTheNeighbourThatCostsLeast) {
   }
   EXPECT_EQ(entries.back().max_bytes, UINT64_MAX);
 }
+
+TEST(Tune, AReduceScatterOrAllGatherRowIsKeyedByItsCollective) {
+  const std::vector<Entry> entries = {{symmarAlgoOneShot, 65536}};
+  for (const char* name : {"reducescatter", "allgather"}) {
+    std::string json = tableFileJson("sm120", "pcie", 4, entries, "synthetic", 1, name);
+    symmar::Tables tables = symmar::Tables::builtin();
+    ASSERT_EQ(tables.loadJson(json, "tuned.json"), symmarSuccess) << json;
+    symmar::Collective coll;
+    ASSERT_TRUE(symmar::parseCollectiveName(name, &coll));
+    const symmar::TableRow* row = tables.resolve(12, 0, symmarLinkPcie, 4, 1, coll);
+    EXPECT_EQ(row->source, "synthetic") << name;
+    EXPECT_EQ(row->entries[0].max_bytes, 65536u);
+    EXPECT_NE(tables.resolve(12, 0, symmarLinkPcie, 4)->source, "synthetic") << "the allreduce row is untouched";
+  }
+}

@@ -1,0 +1,168 @@
+// Planning reduce-scatter and all-gather: each collective has rows of its own, keyed like the
+// allreduce's and reached through the same chain (exact -> family -> default), sized by the whole
+// buffer; entries without a form of the collective are skipped; SYMMAR_ALGO and SYMMAR_DISABLE
+// apply as to an allreduce; a table file's rows for one collective leave the others alone.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "core/names.h"
+#include "plan/planner.h"
+#include "plan/table.h"
+
+using namespace symmar;
+
+namespace {
+
+const Collective kScatterGather[] = {Collective::kReduceScatter, Collective::kAllGather};
+const symmarLink_t kGpuLinks[] = {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie, symmarLinkPcieNoP2P};
+
+symmarTopology_t topo(int major, int minor, symmarLink_t link, int world) {
+  return symmarTopology_t{major, minor, link, world, 0};
+}
+
+TableRow row(Collective coll, std::initializer_list<TableEntry> entries) {
+  TableRow r;
+  r.coll = coll;
+  r.arch = kArchHost;
+  r.link = symmarLinkHostMemory;
+  r.world = 4;
+  for (const TableEntry& e : entries) r.entries[r.num_entries++] = e;
+  r.source = "test";
+  return r;
+}
+
+}  // namespace
+
+TEST(ScatterGatherPlan, EveryKeyResolvesToARowOfItsOwnCollective) {
+  const Tables& t = Tables::builtin();
+  for (Collective coll : kScatterGather) {
+    SCOPED_TRACE(collectiveName(coll));
+    for (int world = 1; world <= 16; ++world) {
+      const int w = world < 2 ? 2 : (world > 8 ? 8 : world);
+      for (int cc : {75, 90, 100, 103, 120, 121, 130}) {
+        for (symmarLink_t link : kGpuLinks) {
+          const TableRow* r = t.resolve(cc / 10, cc % 10, link, world, 1, coll);
+          EXPECT_EQ(r->coll, coll);
+          EXPECT_EQ(r->link, link) << "a default row of the collective, not the empty row";
+          EXPECT_EQ(r->world, w);
+          EXPECT_FALSE(r->source.empty());
+        }
+      }
+      const TableRow* host = t.resolve(0, 0, symmarLinkHostMemory, world, 1, coll);
+      EXPECT_EQ(host->coll, coll);
+      EXPECT_EQ(host->arch, kArchHost);
+      EXPECT_EQ(host->world, w);
+      EXPECT_GT(host->num_entries, 0);
+    }
+    // Comms spanning hosts have no rows of these collectives: the empty row (the fallback serves).
+    EXPECT_EQ(t.resolve(0, 0, symmarLinkHostMemory, 2, 2, coll)->num_entries, 0);
+  }
+}
+
+TEST(ScatterGatherPlan, RowsAreSizedByTheWholeBuffer) {
+  const uint32_t mpi = algoBit(symmarAlgoMpi);
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 4);
+  for (Collective coll : kScatterGather) {
+    SCOPED_TRACE(collectiveName(coll));
+    const TableRow r = row(coll, {{symmarAlgoOneShot, 64 * 1024}});
+    // 16 KiB per rank is 64 KiB in all at 4 ranks: the row's one-shot (thresholds are inclusive).
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 16 * 1024, coll, 1}), symmarAlgoOneShot);
+    // 32 KiB per rank is 128 KiB: above the row, the fallback, though 32 KiB alone is within it.
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 32 * 1024, coll, 1}), symmarAlgoMpi);
+    // Without the fallback the row's symmetric algorithm serves any size.
+    EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 32 * 1024, coll, 1}), symmarAlgoOneShot);
+    // A count so large the whole buffer overflows size_t is above every threshold, not wrapped below.
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, SIZE_MAX / 2, coll, 1}), symmarAlgoMpi);
+  }
+}
+
+TEST(ScatterGatherPlan, EntriesWithoutAFormOfTheCollectiveAreSkipped) {
+  const uint32_t mpi = algoBit(symmarAlgoMpi);
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2);
+  for (Collective coll : kScatterGather) {
+    SCOPED_TRACE(collectiveName(coll));
+    const TableRow r = row(coll, {{symmarAlgoLamport, 1024}, {symmarAlgoTwoShot, 4096}, {symmarAlgoOneShot, 65536}});
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 1}), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 1 << 20, coll, 1}), symmarAlgoMpi);
+    // Across hosts one-shot has no form of these collectives: the fallback, or nothing.
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoMpi);
+    EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoAuto);
+    for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoLamport}) {
+      EXPECT_EQ(refusalOf(algo, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, coll, 1},
+                          algoBit(symmarAlgoNccl)),
+                Refusal::kCollective)
+          << algoName(algo);
+    }
+  }
+}
+
+TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
+  // Hand-worked from tables_builtin.cc (docs/tables.md): host rows measured against Open MPI; GPU
+  // rows empty until a GPU has measured the kernels, so NCCL serves, one-shot without NCCL.
+  const Tables& t = Tables::builtin();
+  const uint32_t mpi = algoBit(symmarAlgoMpi), nccl = algoBit(symmarAlgoNccl);
+  auto plan = [&](const symmarTopology_t& tp, Collective coll, size_t per_rank, uint32_t fallbacks) {
+    const TableRow* r = t.resolve(tp.cc_major, tp.cc_minor, tp.link, tp.world_size, 1, coll);
+    return planScatterGather(*r, tp, fallbacks, {symmarFloat32, symmarSum, per_rank, coll, 1});
+  };
+  const symmarTopology_t host2 = topo(0, 0, symmarLinkHostMemory, 2), host4 = topo(0, 0, symmarLinkHostMemory, 4);
+  EXPECT_EQ(plan(host2, Collective::kReduceScatter, 8, mpi), symmarAlgoOneShot);
+  EXPECT_EQ(plan(host2, Collective::kReduceScatter, 32 << 20, mpi), symmarAlgoOneShot);
+  EXPECT_EQ(plan(host2, Collective::kAllGather, 16 << 10, mpi), symmarAlgoOneShot);  // 32 KiB in all
+  EXPECT_EQ(plan(host2, Collective::kAllGather, 64 << 10, mpi), symmarAlgoMpi);      // 128 KiB in all
+  EXPECT_EQ(plan(host2, Collective::kAllGather, 64 << 10, 0), symmarAlgoOneShot);
+  EXPECT_EQ(plan(host4, Collective::kReduceScatter, 16 << 10, mpi), symmarAlgoMpi);  // 64 KiB in all
+  EXPECT_EQ(plan(host4, Collective::kReduceScatter, 32 << 10, mpi), symmarAlgoOneShot);
+  EXPECT_EQ(plan(host4, Collective::kAllGather, 256, mpi), symmarAlgoMpi);  // 1 KiB in all
+  EXPECT_EQ(plan(host4, Collective::kAllGather, 512, mpi), symmarAlgoOneShot);
+  for (Collective coll : kScatterGather) {
+    for (symmarLink_t link : kGpuLinks) {
+      EXPECT_EQ(plan(topo(9, 0, link, 8), coll, 4096, nccl), symmarAlgoNccl);
+      EXPECT_EQ(plan(topo(12, 0, link, 2), coll, 4096, 0), symmarAlgoOneShot);
+    }
+  }
+}
+
+TEST(ScatterGatherPlan, EnvironmentForcesAndDisables) {
+  const uint32_t mpi = algoBit(symmarAlgoMpi);
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2);
+  for (Collective coll : kScatterGather) {
+    const TableRow r = row(coll, {{symmarAlgoOneShot, kUnbounded}});
+    const Request request{symmarBfloat16, symmarSum, 4096, coll, 1};
+    setenv("SYMMAR_ALGO", "mpi", 1);
+    reloadPlanEnv();
+    EXPECT_EQ(planScatterGather(r, host, mpi, request), symmarAlgoMpi);
+    EXPECT_EQ(planScatterGather(r, host, 0, request), symmarAlgoOneShot);  // forced but cannot serve: the row
+    unsetenv("SYMMAR_ALGO");
+    setenv("SYMMAR_DISABLE", "oneshot", 1);
+    reloadPlanEnv();
+    EXPECT_EQ(planScatterGather(r, host, mpi, request), symmarAlgoMpi);
+    EXPECT_EQ(planScatterGather(r, host, 0, request), symmarAlgoAuto);
+    unsetenv("SYMMAR_DISABLE");
+    reloadPlanEnv();
+  }
+}
+
+TEST(ScatterGatherPlan, ATableFileRowForOneCollectiveLeavesTheOthersAlone) {
+  Tables t = Tables::builtin();
+  const TableRow allreduce = *t.resolve(9, 0, symmarLinkNvSwitch, 4);
+  ASSERT_EQ(t.loadJson(R"({"rows": [{"arch": "sm90", "link": "nvswitch", "world": 4, "collective": "allgather",
+                          "algos": [{"algo": "oneshot", "max_bytes": "1M"}], "source": "tuned"}]})",
+                       "test"),
+            symmarSuccess)
+      << threadLastError();
+  const TableRow* gather = t.resolve(9, 0, symmarLinkNvSwitch, 4, 1, Collective::kAllGather);
+  EXPECT_EQ(gather->arch, 90);
+  EXPECT_EQ(gather->source, "tuned");
+  EXPECT_EQ(t.resolve(9, 0, symmarLinkNvSwitch, 4, 1, Collective::kReduceScatter)->arch, kArchDefault);
+  const TableRow* still = t.resolve(9, 0, symmarLinkNvSwitch, 4);
+  EXPECT_EQ(still->coll, Collective::kAllReduce);
+  EXPECT_EQ(still->source, allreduce.source);
+  EXPECT_EQ(still->num_entries, allreduce.num_entries);
+  // The family serves a capability without a row of its own, for this collective too.
+  EXPECT_EQ(t.resolve(9, 1, symmarLinkNvSwitch, 4, 1, Collective::kAllGather)->arch, 90);
+}
