@@ -172,6 +172,10 @@ const void* lamportKernel(symmarDataType_t dtype, symmarRedOp_t op);
 /// elements move as several 4-byte ones) in the one-shot pattern.
 const void* reduceScatterKernel(symmarDataType_t dtype, symmarRedOp_t op);
 const void* allGatherKernel(size_t elem_bytes);
+/// The same through the NVSwitch (multimem.ld_reduce, multimem.st): the reductions PTX has (no f32
+/// max/min), the copies by element size as above.
+const void* multimemReduceScatterKernel(symmarDataType_t dtype, symmarRedOp_t op);
+const void* multimemAllGatherKernel(size_t elem_bytes);
 /// The fused allreduce + residual add + RMSNorm kernels (sum only), one-shot or two-shot form.
 const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot);
 

@@ -154,6 +154,14 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   step "symmar_perf local world 4, lamport vs oneshot" perf_lamport_world4.log 40 \
     "$PERF" --device gpu --local-world 4 -A lamport,oneshot -b 4 -e 256K -f 4
 fi
+# Reduce-scatter and all-gather: the one-shot kernels against NCCL's (needs a GPU per rank; on
+# one GPU NCCL refuses, and the step shows the kernels alone).
+if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+  for coll in reducescatter allgather; do
+    step "symmar_perf local world 4, $coll" "perf_${coll}_world4.log" 40 \
+      "$PERF" --device gpu --local-world 4 -C "$coll" -A all -b 8 -e 16M -f 4
+  done
+fi
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   for n in 2 4 8; do
     step "symmar_perf local world $n" "perf_world$n.log" 45 \

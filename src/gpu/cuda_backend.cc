@@ -238,7 +238,7 @@ symmarResult_t CudaBackend::scatterGather(const ScatterGatherCall& c) {
     if (!nccl_ok_) return fail(symmarUnsupported, "the NCCL fallback is not available on this comm");
     return nccl_.scatterGather(ctx_, c);
   }
-  const void* kernel = c.algo == symmarAlgoOneShot ? scatterGatherKernelOf(c.coll, c.dtype, c.op) : nullptr;
+  const void* kernel = scatterGatherKernelOf(c.algo, c.coll, c.dtype, c.op, launchContext().mc_base != nullptr);
   if (!kernel || !kernelsRun()) {
     return fail(symmarUnsupported, "algorithm %s cannot serve this %s of %s on this comm", symmarAlgoName(c.algo),
                 collectiveName(c.coll), dtypeName(c.dtype));

@@ -115,11 +115,16 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   return a;
 }
 
-const void* scatterGatherKernelOf(Collective coll, symmarDataType_t dtype, symmarRedOp_t op) {
-  if (coll == Collective::kReduceScatter) return reduceScatterKernel(dtype, op);
+const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarDataType_t dtype, symmarRedOp_t op,
+                                  bool multicast) {
+  const bool through_switch = algo == symmarAlgoMultimem;
+  if ((algo != symmarAlgoOneShot && !through_switch) || (through_switch && !multicast)) return nullptr;
+  if (coll == Collective::kReduceScatter) {
+    return through_switch ? multimemReduceScatterKernel(dtype, op) : reduceScatterKernel(dtype, op);
+  }
   if (coll != Collective::kAllGather) return nullptr;
-  const size_t elem = symmarTypeSize(dtype);
-  return allGatherKernel(elem == 8 ? 4 : elem);  // a copy: wider elements move as 4-byte words
+  const size_t elem = symmarTypeSize(dtype) == 8 ? 4 : symmarTypeSize(dtype);  // a copy: wider elements move as
+  return through_switch ? multimemAllGatherKernel(elem) : allGatherKernel(elem);  // 4-byte words
 }
 
 KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCall& c, int* grid) {
@@ -129,15 +134,20 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
   const size_t kelem = elem / words, count = c.count * words;
   const symmarDataType_t kdtype = scatter ? c.dtype : (kelem == 2 ? symmarFloat16 : symmarFloat32);
   const size_t block = count * kelem, input = scatter ? block * static_cast<size_t>(ctx.world) : block;
+  const bool through_switch = c.algo == symmarAlgoMultimem;
   KernelArgs a = makeKernelArgs(ctx, c.send, c.recv, count, kdtype, symmarAlgoOneShot);
   a.recv_count = scatter ? 0 : count * static_cast<size_t>(ctx.world);
-  // A reduce-scatter stages the world blocks' chunks side by side in a half.
-  a.chunk_elems = sched::chunkElems(ctx.layout.staging_bytes, kelem, ctx.world) / (scatter ? ctx.world : 1);
+  // A reduce-scatter stages the world blocks' chunks side by side in a half, and the multimem
+  // all-gather gathers the world's chunks side by side in one.
+  a.chunk_elems =
+      sched::chunkElems(ctx.layout.staging_bytes, kelem, ctx.world) / (scatter || through_switch ? ctx.world : 1);
   // Blocks sit count elements apart: vector accesses to them need count to keep the alignment.
   a.aligned = a.aligned && block % sched::kVecBytes == 0;
   // Peers read an input in place from their block's offset in it (a reduce-scatter) or its start.
   // In place is safe here: no rank writes what a peer reads (its own block of either buffer).
-  a.send_offset = scatter && block % sched::kVecBytes != 0 ? kStagedInput : symmetricInputOffset(ctx, c.send, input);
+  // Multimem always stages: the multicast view needs the same offset on every rank.
+  a.send_offset = through_switch || (scatter && block % sched::kVecBytes != 0) ? kStagedInput
+                                                                               : symmetricInputOffset(ctx, c.send, input);
   inputOffsetBounds(ctx, input, &a.input_lo, &a.input_span);
   const size_t chunk = std::min(count, a.chunk_elems);
   const size_t per = std::max<size_t>(ctx.bytes_per_block, 1);
@@ -233,9 +243,13 @@ std::vector<KernelShape> everyKernel() {
     for (bool two_shot : {false, true}) out.push_back({addRmsNormKernel(dt, two_shot), kThreads});
     for (int o = 0; o < symmarNumOps; ++o) {
       out.push_back({reduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});
+      out.push_back({multimemReduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});
     }
   }
-  for (size_t elem : {2, 4}) out.push_back({allGatherKernel(elem), kThreads});
+  for (size_t elem : {2, 4}) {
+    out.push_back({allGatherKernel(elem), kThreads});
+    out.push_back({multimemAllGatherKernel(elem), kThreads});
+  }
   return out;
 }
 

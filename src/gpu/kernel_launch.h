@@ -67,12 +67,14 @@ int threadsFor(symmarAlgo_t algo);
 /// Everything a kernel needs for one call.
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
                           symmarAlgo_t algo);
-/// A reduce-scatter or all-gather (call.coll) in the one-shot pattern: the kernel's arguments
-/// (count: one rank's block, in the kernel's element: an all-gather of 8-byte elements moves twice
-/// as many 4-byte ones); *grid receives the blocks to launch, the same on every rank.
+/// A reduce-scatter or all-gather (call.coll) by one-shot or multimem (call.algo): the kernel's
+/// arguments (count: one rank's block, in the kernel's element: an all-gather of 8-byte elements
+/// moves twice as many 4-byte ones); *grid receives the blocks to launch, the same on every rank.
 KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCall& call, int* grid);
-/// The kernel serving a reduce-scatter or all-gather of (dtype, op), or nullptr.
-const void* scatterGatherKernelOf(Collective coll, symmarDataType_t dtype, symmarRedOp_t op);
+/// The kernel serving a reduce-scatter or all-gather of (dtype, op) by algo, or nullptr (no such
+/// kernel, or multimem without multicast).
+const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarDataType_t dtype, symmarRedOp_t op,
+                                  bool multicast);
 /// The fused allreduce + residual add + RMSNorm of call (form: one-shot or two-shot). Inputs are
 /// always staged. *grid receives the blocks to launch (at most one per row).
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);

@@ -34,12 +34,13 @@ Refusal twoShot(const symmarTopology_t& t, const Request& r, uint32_t fallbacks)
 }
 
 /// NVLink SHARP: an NVSwitch with multicast, an architecture with multimem, and a reduction the
-/// switch has (f32 only adds: there is no f32 max/min multimem form).
+/// switch has (f32 only adds: there is no f32 max/min multimem form). An all-gather is a copy
+/// (multimem.st of any bits): every dtype.
 Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
   if (t.cc_major == 0 || t.link != symmarLinkNvSwitch) return Refusal::kLink;
-  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;
   if (!archSupportsMultimem(t.cc_major, t.cc_minor)) return Refusal::kArch;
   if (!t.multicast || t.world_size < 2) return Refusal::kNoMulticast;
+  if (r.coll == Collective::kAllGather) return Refusal::kNone;
   if (!kernelDtype(r.dtype)) return Refusal::kDtype;
   return r.dtype == symmarFloat32 && r.op != symmarSum ? Refusal::kOp : Refusal::kNone;
 }

@@ -97,7 +97,7 @@ Launch EmuComm::launchOf(int r, const EmuCall& call) const {
   if (call.coll != Collective::kAllReduce) {  // the CUDA backend's scatterGather, minus the stream
     const ScatterGatherCall c{call.coll, call.send[static_cast<size_t>(r)], call.recv[static_cast<size_t>(r)],
                               call.count, call.dtype, call.op, call.algo, nullptr};
-    const void* kernel = call.algo == symmarAlgoOneShot ? gpu::scatterGatherKernelOf(c.coll, c.dtype, c.op) : nullptr;
+    const void* kernel = gpu::scatterGatherKernelOf(call.algo, c.coll, c.dtype, c.op, o_.multicast);
     int grid = 0;
     const gpu::KernelArgs a = gpu::makeScatterGatherArgs(context(r), c, &grid);
     return Launch{kernel, kernel ? grid : 0, a, nullptr, gpu::kThreads};

@@ -1,6 +1,6 @@
-// The reduce-scatter and all-gather kernels (cuda/scatter_gather.cu) on the emulated CUDA runtime:
-// every dtype and op, counts around the vector and chunk boundaries, worlds 2..8, staged and
-// symmetric inputs, in place, the host-memory path, against the float64 reference (a block reduced over the ranks in
+// The reduce-scatter and all-gather kernels (cuda/scatter_gather.cu, scatter_gather_multimem.cu)
+// on the emulated CUDA runtime: every dtype and op, counts around the vector and chunk boundaries,
+// worlds 2..8, staged and symmetric inputs, in place, the host-memory path, multimem, against the float64 reference (a block reduced over the ranks in
 // rank order, every rank's block at its place); then ranks that drift apart with these calls mixed
 // among allreduces, each rank on its own lane.
 #include <gtest/gtest.h>
@@ -29,6 +29,7 @@ struct Case {
   int world;
   Mode mode;
   bool host_staged = false;  ///< every allocation in host memory, no user heap (pcie-nop2p)
+  symmarAlgo_t algo = symmarAlgoOneShot;
 };
 
 const char* nameOf(Collective c) { return c == Collective::kReduceScatter ? "reducescatter" : "allgather"; }
@@ -41,7 +42,8 @@ std::string caseName(const testing::TestParamInfo<Case>& info) {
   static const char* op[] = {"sum", "max", "min"};
   static const char* mode[] = {"staged", "inplace", "symmetric", "symmetric_inplace"};
   return std::string(nameOf(c.coll)) + "_" + dt[c.dtype] + "_" + op[c.op] + "_n" + std::to_string(c.count) +
-         "_w" + std::to_string(c.world) + "_" + mode[static_cast<int>(c.mode)] + (c.host_staged ? "_hoststaged" : "");
+         "_w" + std::to_string(c.world) + "_" + mode[static_cast<int>(c.mode)] + (c.host_staged ? "_hoststaged" : "") +
+         (c.algo == symmarAlgoMultimem ? "_multimem" : "");
 }
 
 std::vector<Case> cases() {
@@ -82,6 +84,21 @@ std::vector<Case> cases() {
       }
     }
   }
+  // Through the switch (multimem.ld_reduce, multimem.st): the reductions PTX has (no f32 max/min),
+  // every dtype of an all-gather, counts around vectors and chunks; inputs in the heap are staged
+  // all the same (the multicast view needs the same offset on every rank).
+  for (int world : {2, 4, 8}) {
+    for (size_t count : {size_t(1), size_t(7), size_t(1000), size_t(2100)}) {
+      for (Mode mode : {Mode::kStaged, Mode::kInPlace, Mode::kSymmetric}) {
+        const int k = world + static_cast<int>(count) + static_cast<int>(mode);
+        const symmarDataType_t dt = static_cast<symmarDataType_t>(k % 3);
+        const symmarRedOp_t op = dt == symmarFloat32 ? symmarSum : static_cast<symmarRedOp_t>(k % symmarNumOps);
+        out.push_back({Collective::kReduceScatter, dt, op, count, world, mode, false, symmarAlgoMultimem});
+        out.push_back({Collective::kAllGather, static_cast<symmarDataType_t>(k % symmarNumTypes), symmarSum, count,
+                       world, mode, false, symmarAlgoMultimem});
+      }
+    }
+  }
   return out;
 }
 
@@ -100,7 +117,7 @@ std::string runCase(const Case& c, int call) {
   std::vector<std::vector<char>> wholes(static_cast<size_t>(c.world), std::vector<char>(whole * elem)),
       blocks(static_cast<size_t>(c.world), std::vector<char>(n * elem));
   const std::vector<char*> heap = symmetric ? comm.symmetricAlloc((whole + n) * elem) : std::vector<char*>();
-  EmuCall ec{symmarAlgoOneShot, c.dtype, c.op, n, {}, {}, c.coll};
+  EmuCall ec{c.algo, c.dtype, c.op, n, {}, {}, c.coll};
   std::vector<char*> whole_of, block_of;
   for (int r = 0; r < c.world; ++r) {
     char* w = symmetric ? heap[static_cast<size_t>(r)] : wholes[static_cast<size_t>(r)].data();
@@ -147,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(Emulated, ScatterGatherKernels, testing::ValuesIn(cases
 TEST(ScatterGatherKernels, CoverEnoughCases) { EXPECT_GE(cases().size(), 100u); }
 
 // Ranks drift apart: each rank runs its own sequence of reduce-scatters, all-gathers and
-// allreduces back to back on its own lane, with random pauses and no join between calls, and
+// allreduces (one-shot or multimem, and two-shot allreduces) back to back on its own lane, with random pauses and no join between calls, and
 // refills its buffers as soon as its kernel has ended. Every output is checked.
 TEST(ScatterGatherKernels, DriftingRanksMixedWithAllReduces) {
   for (uint32_t seed : {1u, 2u, 3u}) {
@@ -163,12 +180,13 @@ TEST(ScatterGatherKernels, DriftingRanksMixedWithAllReduces) {
       symmarDataType_t dtype;
       size_t count;
       bool symmetric;
+      bool through_switch;  // multimem instead of one-shot (kinds 0-2)
     };
     std::vector<Planned> seq;
     const size_t counts[] = {1, 9, 300, 1500};
     for (int k = 0; k < calls; ++k) {
       seq.push_back({static_cast<int>(rng() % 4), static_cast<symmarDataType_t>(rng() % 3), counts[rng() % 4],
-                     rng() % 2 == 0});
+                     rng() % 2 == 0, rng() % 2 == 0});
     }
     const size_t max_elems = 1500 * 8;
     const std::vector<char*> heap = comm.symmetricAlloc(max_elems * 4 * 2);
@@ -189,7 +207,10 @@ TEST(ScatterGatherKernels, DriftingRanksMixedWithAllReduces) {
                                                 : Collective::kAllReduce;
           const size_t in = p.kind == 0 ? whole : n, out = p.kind == 1 ? whole : n;
           fillInput(p.dtype, send, in, r, k);
-          EmuCall ec{p.kind == 3 ? symmarAlgoTwoShot : symmarAlgoOneShot, p.dtype, symmarSum, n, {}, {}, coll};
+          const symmarAlgo_t algo = p.kind == 3         ? symmarAlgoTwoShot
+                                    : p.through_switch ? symmarAlgoMultimem
+                                                       : symmarAlgoOneShot;
+          EmuCall ec{algo, p.dtype, symmarSum, n, {}, {}, coll};
           ec.send.assign(static_cast<size_t>(world), nullptr);
           ec.recv.assign(static_cast<size_t>(world), nullptr);
           ec.send[static_cast<size_t>(r)] = send;
@@ -209,6 +230,7 @@ TEST(ScatterGatherKernels, DriftingRanksMixedWithAllReduces) {
             }
             if (loadAs(p.dtype, recv, i) != want) {
               errors[static_cast<size_t>(r)] = "call " + std::to_string(k) + " (kind " + std::to_string(p.kind) +
+                                               (p.through_switch ? ", multimem" : "") +
                                                ", count " + std::to_string(n) + ") element " + std::to_string(i) +
                                                " is " + std::to_string(loadAs(p.dtype, recv, i)) + ", want " +
                                                std::to_string(want);

@@ -91,13 +91,37 @@ TEST(ScatterGatherPlan, EntriesWithoutAFormOfTheCollectiveAreSkipped) {
     // Across hosts one-shot has no form of these collectives: the fallback, or nothing.
     EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoMpi);
     EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoAuto);
-    for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoLamport}) {
+    for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport}) {
       EXPECT_EQ(refusalOf(algo, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, coll, 1},
                           algoBit(symmarAlgoNccl)),
                 Refusal::kCollective)
           << algoName(algo);
     }
   }
+}
+
+TEST(ScatterGatherPlan, MultimemServesWhereTheSwitchHasTheForm) {
+  symmarTopology_t sw = topo(9, 0, symmarLinkNvSwitch, 8);
+  sw.multicast = 1;
+  const uint32_t nccl = algoBit(symmarAlgoNccl);
+  const Collective rs = Collective::kReduceScatter, ag = Collective::kAllGather;
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarBfloat16, symmarMax, 256, rs, 1}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarSum, 256, rs, 1}, nccl), Refusal::kNone);
+  // No f32 max/min in the switch, no integer or f64 reduction in the kernels; a gather copies anything.
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarMax, 256, rs, 1}, nccl), Refusal::kOp);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, rs, 1}, nccl), Refusal::kDtype);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat64, symmarSum, 256, ag, 1}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, ag, 1}, nccl), Refusal::kNone);
+  // Without multicast, a switch without multimem (sm80) or no switch: refused with the reason.
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, ag, 1},
+                      nccl),
+            Refusal::kNoMulticast);
+  symmarTopology_t ampere = topo(8, 0, symmarLinkNvSwitch, 8);
+  ampere.multicast = 1;
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, ampere, {symmarFloat32, symmarSum, 256, rs, 1}, nccl), Refusal::kArch);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 8), {symmarFloat32, symmarSum, 256, rs, 1},
+                      nccl),
+            Refusal::kLink);
 }
 
 TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
