@@ -65,8 +65,11 @@ Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request
 }
 
 symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
-  auto servable = [available, bytes](symmarAlgo_t a) {
-    if (a == symmarAlgoMultimem && !(available & algoBit(a))) a = symmarAlgoTwoShot;
+  // An unavailable multimem gives way to the form that needs the same peer access: two-shot for an
+  // allreduce, one-shot for a reduce-scatter or all-gather (two-shot is itself those two).
+  const symmarAlgo_t instead_of_multimem = row.coll == Collective::kAllReduce ? symmarAlgoTwoShot : symmarAlgoOneShot;
+  auto servable = [available, bytes, instead_of_multimem](symmarAlgo_t a) {
+    if (a == symmarAlgoMultimem && !(available & algoBit(a))) a = instead_of_multimem;
     const uint64_t limit = algorithmTraits(a).max_bytes;
     if (limit != 0 && bytes > limit) return symmarAlgoAuto;  // lamport's buffers hold 256 KiB
     return (available & algoBit(a)) ? a : symmarAlgoAuto;

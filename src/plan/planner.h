@@ -23,7 +23,8 @@ uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, ui
 Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
 
 /// Picks the first entry of the row whose max_bytes covers bytes and that is available (an
-/// unavailable multimem is served by twoshot, which needs the same peer access); above the last
+/// unavailable multimem is served by the form that needs the same peer access: twoshot for an
+/// allreduce, oneshot for a reduce-scatter or all-gather); above the last
 /// threshold the fallback; without a fallback the largest available symmetric algorithm (chunked).
 /// Returns symmarAlgoAuto when nothing can serve.
 symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes);

@@ -5,8 +5,9 @@
 //    positive, strictly increasing thresholds and a concrete algorithm, arch "host" exactly with link "host";
 //  - every "world" number in an accepted file is itself in 2..8, and every "hosts" number in 1..8 (read independently
 //    of the parser, as int64), so no out-of-range number is narrowed into range;
-//  - resolve() never returns nullptr: for fixed lookups, including worlds and capabilities no row names, and for
-//    every row's own key, where the exact row must be served (the first step of the documented lookup chain).
+//  - resolve() never returns nullptr and answers with a row of the collective asked for: for fixed lookups, including
+//    worlds and capabilities no row names, and for every row's own key (collective included), where the exact row
+//    must be served (the first step of the documented lookup chain).
 // A broken check aborts, which libFuzzer reports as a crash and saves the input.
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +27,7 @@ namespace {
 constexpr const char* kOrigin = "fuzz-input.json";
 
 bool sameRow(const symmar::TableRow& a, const symmar::TableRow& b) {
-  if (a.arch != b.arch || a.link != b.link || a.world != b.world || a.hosts != b.hosts ||
+  if (a.coll != b.coll || a.arch != b.arch || a.link != b.link || a.world != b.world || a.hosts != b.hosts ||
       a.num_entries != b.num_entries) {
     return false;
   }
@@ -37,6 +38,7 @@ bool sameRow(const symmar::TableRow& a, const symmar::TableRow& b) {
 }
 
 void checkRow(const symmar::TableRow& row) {
+  FUZZ_CHECK(static_cast<int>(row.coll) >= 0 && static_cast<int>(row.coll) < symmar::kNumCollectives);
   FUZZ_CHECK(row.world >= symmar::kMinTableWorld && row.world <= symmar::kMaxTableWorld);
   FUZZ_CHECK(row.hosts >= 1 && row.hosts <= symmar::kMaxTableHosts);
   FUZZ_CHECK(row.num_entries >= 0 && row.num_entries <= symmar::kMaxTableEntries);
@@ -61,7 +63,12 @@ void checkFixedLookups(const symmar::Tables& t) {
   for (const auto& cc : kCaps) {
     for (symmarLink_t link : kLinks) {
       for (int world : kWorlds) {
-        for (int hosts : kHosts) FUZZ_CHECK(t.resolve(cc[0], cc[1], link, world, hosts) != nullptr);
+        for (int hosts : kHosts) {
+          for (int c = 0; c < symmar::kNumCollectives; ++c) {
+            const symmar::TableRow* row = t.resolve(cc[0], cc[1], link, world, hosts, static_cast<symmar::Collective>(c));
+            FUZZ_CHECK(row != nullptr && static_cast<int>(row->coll) == c);
+          }
+        }
       }
     }
   }
@@ -72,9 +79,9 @@ void checkOwnKeys(const symmar::Tables& t) {
   for (const symmar::TableRow& row : t.rows()) {
     const symmar::TableRow* got = nullptr;
     if (row.arch == symmar::kArchHost) {
-      got = t.resolve(0, 0, symmarLinkHostMemory, row.world, row.hosts);
+      got = t.resolve(0, 0, symmarLinkHostMemory, row.world, row.hosts, row.coll);
     } else if (row.arch != symmar::kArchDefault) {
-      got = t.resolve(row.arch / 10, row.arch % 10, row.link, row.world, row.hosts);
+      got = t.resolve(row.arch / 10, row.arch % 10, row.link, row.world, row.hosts, row.coll);
     } else {
       continue;  // default rows serve capabilities without rows; checkFixedLookups covers them
     }

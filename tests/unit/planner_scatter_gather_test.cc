@@ -124,6 +124,25 @@ TEST(ScatterGatherPlan, MultimemServesWhereTheSwitchHasTheForm) {
             Refusal::kLink);
 }
 
+TEST(ScatterGatherPlan, AnUnavailableMultimemGivesWayToOneShot) {
+  // A tuned NVSwitch row names multimem; on a comm whose multicast failed, one-shot (same peer
+  // access) serves its range, not the fallback, as two-shot does for an allreduce.
+  const uint32_t nccl = algoBit(symmarAlgoNccl);
+  symmarTopology_t sw = topo(9, 0, symmarLinkNvSwitch, 8);
+  for (Collective coll : kScatterGather) {
+    TableRow r = row(coll, {{symmarAlgoMultimem, 4 << 20}});
+    r.arch = 90;
+    r.link = symmarLinkNvSwitch;
+    r.world = 8;
+    const Request request{symmarBfloat16, symmarSum, 64 << 10, coll, 1};  // 512 KiB in all
+    sw.multicast = 1;
+    EXPECT_EQ(planScatterGather(r, sw, nccl, request), symmarAlgoMultimem);
+    sw.multicast = 0;
+    EXPECT_EQ(planScatterGather(r, sw, nccl, request), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, sw, nccl, {symmarBfloat16, symmarSum, 1 << 20, coll, 1}), symmarAlgoNccl);
+  }
+}
+
 TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
   // Hand-worked from tables_builtin.cc (docs/tables.md): host rows measured against Open MPI; GPU
   // rows empty until a GPU has measured the kernels, so NCCL serves, one-shot without NCCL.
