@@ -123,8 +123,9 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
     return through_switch ? multimemReduceScatterKernel(dtype, op) : reduceScatterKernel(dtype, op);
   }
   if (coll != Collective::kAllGather) return nullptr;
-  const size_t elem = symmarTypeSize(dtype) == 8 ? 4 : symmarTypeSize(dtype);  // a copy: wider elements move as
-  return through_switch ? multimemAllGatherKernel(elem) : allGatherKernel(elem);  // 4-byte words
+  // A copy: wider elements move as 4-byte words.
+  const size_t elem = symmarTypeSize(dtype) == 8 ? 4 : symmarTypeSize(dtype);
+  return through_switch ? multimemAllGatherKernel(elem) : allGatherKernel(elem);
 }
 
 KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCall& c, int* grid) {

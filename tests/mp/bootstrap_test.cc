@@ -149,31 +149,36 @@ TEST(Bootstrap, TenThousandCallsAcrossEpochWrap) {
   EXPECT_EQ(status[1], 0);
 }
 
+// A row for any collective counts: rank 0 alone loads a file with an allreduce, a reduce-scatter
+// or an all-gather row, and both ranks refuse the comm.
 TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
-  char path[] = "/tmp/symmar-rank-table-XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const char* text =
-      R"({"rows": [{"arch": "host", "link": "host", "world": 2, "algos": [{"algo": "twoshot", "max_bytes": "unbounded"}]}]})";
-  ASSERT_EQ(write(fd, text, strlen(text)), static_cast<ssize_t>(strlen(text)));
-  close(fd);
-  symmarUniqueId id;
-  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
-  std::vector<symmarResult_t> results(2);
-  std::vector<std::string> errors(2);
-  mp::runThreads(2, [&](int rank) {
-    symmarConfig_t cfg = cpuConfig(10000);
-    if (rank == 0) cfg.table_file = path;  // only rank 0 loads the file: auto would diverge
-    symmarComm_t comm = nullptr;
-    results[rank] = symmarCommInitRank(&comm, 2, id, rank, &cfg);
-    errors[rank] = symmarGetLastError(nullptr);
-    if (comm) symmarCommDestroy(comm);
-    return 0;
-  });
-  unlink(path);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(results[r], symmarInvalidUsage) << "rank " << r;
-    EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
+  for (const char* collective : {"allreduce", "reducescatter", "allgather"}) {
+    SCOPED_TRACE(collective);
+    char path[] = "/tmp/symmar-rank-table-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const std::string text = std::string(R"({"rows": [{"arch": "host", "link": "host", "world": 2, "collective": ")") +
+                             collective + R"(", "algos": [{"algo": "oneshot", "max_bytes": 8}]}]})";
+    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+    symmarUniqueId id;
+    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+    std::vector<symmarResult_t> results(2);
+    std::vector<std::string> errors(2);
+    mp::runThreads(2, [&](int rank) {
+      symmarConfig_t cfg = cpuConfig(10000);
+      if (rank == 0) cfg.table_file = path;  // only rank 0 loads the file: auto would diverge
+      symmarComm_t comm = nullptr;
+      results[rank] = symmarCommInitRank(&comm, 2, id, rank, &cfg);
+      errors[rank] = symmarGetLastError(nullptr);
+      if (comm) symmarCommDestroy(comm);
+      return 0;
+    });
+    unlink(path);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(results[r], symmarInvalidUsage) << "rank " << r;
+      EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
+    }
   }
 }
 
