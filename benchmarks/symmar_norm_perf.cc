@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/numeric.h"  // element and row conversions (inline, no library state)
+#include "host/add_rms_norm.h"  // the row kernels (no library state), from symmar_internal
 #include "symmar/symmar.h"
 
 namespace {
@@ -34,24 +34,24 @@ double nowUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// The engine's own pass after a plain allreduce: residual += sum; norm = rmsnorm(residual) * gamma.
+/// The engine's own pass after a plain allreduce: residual += sum; norm = rmsnorm(residual) * gamma,
+/// with the library's SIMD row kernels (those of its unfused path), so the comparison is with a good
+/// separate kernel, not a scalar loop.
 void separateAddNorm(const char* sum, char* residual, char* norm, const char* gamma, size_t tokens, size_t hidden,
                      symmarDataType_t dt) {
   const size_t elem = symmarTypeSize(dt);
-  std::vector<float> x(hidden), r(hidden), g(hidden);
-  symmar::toFloat(gamma, dt, hidden, g.data());
+  symmar::AddRmsNormCall c{};
+  c.residual_in = residual;
+  c.residual_out = residual;
+  c.norm_out = norm;
+  c.gamma = gamma;
+  c.eps = 1e-6f;
+  c.tokens = tokens;
+  c.hidden = hidden;
+  c.dtype = dt;
   for (size_t t = 0; t < tokens; ++t) {
-    const size_t off = t * hidden * elem;
-    symmar::toFloat(sum + off, dt, hidden, x.data());
-    symmar::toFloat(residual + off, dt, hidden, r.data());
-    for (size_t i = 0; i < hidden; ++i) x[i] += r[i];
-    symmar::fromFloat(x.data(), dt, hidden, residual + off);
-    symmar::toFloat(residual + off, dt, hidden, x.data());
-    float ss = 0;
-    for (size_t i = 0; i < hidden; ++i) ss += x[i] * x[i];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + 1e-6f);
-    for (size_t i = 0; i < hidden; ++i) x[i] = x[i] * inv * g[i];
-    symmar::fromFloat(x.data(), dt, hidden, norm + off);
+    const void* row = sum + t * hidden * elem;
+    symmar::finishAddRmsNormRow(c, t, &row, 1);
   }
 }
 

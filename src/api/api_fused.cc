@@ -94,10 +94,9 @@ symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn
   std::vector<char> sum_bits(n * symmarTypeSize(c.dtype));
   SYMMAR_CHECK(symmarAllReduce(c.input, sum_bits.data(), n, c.dtype, symmarSum, comm, nullptr));
   if (n == 0) return symmarSuccess;
-  std::vector<float> sum(c.hidden);
   for (size_t r = 0; r < c.tokens; ++r) {
-    toFloat(sum_bits.data() + r * c.hidden * symmarTypeSize(c.dtype), c.dtype, c.hidden, sum.data());
-    finishAddRmsNormRow(c, r, sum.data());
+    const void* row = sum_bits.data() + r * c.hidden * symmarTypeSize(c.dtype);
+    finishAddRmsNormRow(c, r, &row, 1);
   }
   return symmarSuccess;
 }

@@ -1,5 +1,5 @@
 // The arithmetic of the fused allreduce + residual add + RMSNorm (+ FP8), on the CPU: one row at a
-// time, from the fp32 sum of the ranks' rows (summed by the caller in rank order). One home for the
+// time, from the ranks' rows of that row, summed here in fp32 in rank order. One home for the
 // host executors and the API's unfused fallback, so every path rounds the same way. The conversions
 // are the SIMD ones of simd_reduce.h, which give core/numeric.h's bits; the FP8 E4M3 encoder is
 // core/numeric.h's, included here for the callers.
@@ -12,9 +12,10 @@
 
 namespace symmar {
 
-/// Finishes row `row` of the call: sum[hidden] holds the fp32 allreduce of the ranks' input rows.
-/// Writes residual_out, norm_out and fp8_out of that row. residual_in of the row is read before any
-/// output of the row is written (in place allowed).
-void finishAddRmsNormRow(const AddRmsNormCall& c, size_t row, const float* sum);
+/// Finishes row `row` of the call from rows[0..nrows): the ranks' input rows of it (c.dtype, hidden
+/// elements each), whose fp32 sum in rank order is the allreduce (one row: an allreduce already
+/// done). Writes residual_out, norm_out and fp8_out of that row. residual_in of the row is read
+/// before any output of the row is written (in place allowed).
+void finishAddRmsNormRow(const AddRmsNormCall& c, size_t row, const void* const* rows, int nrows);
 
 }  // namespace symmar

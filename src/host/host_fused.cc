@@ -16,7 +16,6 @@
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
-#include "host/simd_reduce.h"
 #include "plan/planner.h"
 
 namespace symmar {
@@ -45,8 +44,6 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
       sched::fusedRowsPerChunk(staging, c.hidden, elem, fp8, algo == symmarAlgoTwoShot, kParts);
   const size_t out_row_bytes = form_row_bytes[1];
   const size_t part_bytes = sched::fusedPartBytes(row_bytes, kParts);
-  thread_local std::vector<float> sum;
-  sum.resize(c.hidden);
   const char* input = static_cast<const char*>(c.input);
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
   for (size_t k = 0; k < chunks; ++k) {
@@ -55,16 +52,13 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const int in_half = takeWriteHalf();
     copyBytes(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
-    // The fp32 sum, in rank order, of row r of every rank's staged rows.
-    const auto sumRow = [&](size_t r) {
+    // Row r from every rank's staged rows, summed in rank order.
+    const auto finishRow = [&](size_t r) {
       for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half) + r * row_bytes;
-      simdSumToFloat(sum.data(), srcs_.data(), world_, c.hidden, c.dtype);
+      finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_);
     };
     if (algo != symmarAlgoTwoShot) {
-      for (size_t r = 0; r < rows; ++r) {
-        sumRow(r);
-        finishAddRmsNormRow(c, r0 + r, sum.data());
-      }
+      for (size_t r = 0; r < rows; ++r) finishRow(r);
       last_read_half_ = in_half;
       continue;
     }
@@ -73,8 +67,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const sched::Range mine = sched::rankSlice(rows, world_, rank_, 1);
     char* pub = heap_->staging(rank_, out_half);
     for (size_t r = mine.begin; r < mine.end; ++r) {
-      sumRow(r);
-      finishAddRmsNormRow(c, r0 + r, sum.data());
+      finishRow(r);
       copyBytes(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
       copyBytes(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,
                   row_bytes);

@@ -1,5 +1,5 @@
 // The storage formats and the operations shared by the host SIMD kernels (simd_reduce.cc,
-// simd_convert.cc), compiled once per Highway target: included after hwy/foreach_target.h, so it
+// simd_norm.cc), compiled once per Highway target: included after hwy/foreach_target.h, so it
 // is re-entered for every target (Highway's -inl.h convention). Why every target gives the same
 // bits is said in simd_reduce.cc.
 #if defined(SYMMAR_HOST_SIMD_FORMATS_INL_H_) == defined(HWY_TARGET_TOGGLE)  // NOLINT
@@ -93,7 +93,8 @@ struct SelectOp {
 using MaxOp = SelectOp<true>;
 using MinOp = SelectOp<false>;
 
-// Storage formats: Load widens to the accumulator lanes of D, Encode rounds back, Put stores.
+// Storage formats: Load widens to the accumulator lanes of D, Encode rounds back, Put stores, and
+// Decode widens what Encode gave (Load's arithmetic on a vector already in registers).
 template <typename T>
 struct PlainFmt {
   using Store = T;
@@ -102,6 +103,8 @@ struct PlainFmt {
   static HWY_INLINE hn::Vec<D> Load(D d, const T* p) { return hn::LoadU(d, p); }
   template <class D>
   static HWY_INLINE hn::Vec<D> Encode(D, hn::Vec<D> v) { return v; }
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Decode(D, hn::Vec<D> v) { return v; }
   template <class D, class V>
   static HWY_INLINE void Put(D d, V v, T* p) { hn::StoreU(v, d, p); }
 };
@@ -115,11 +118,14 @@ HWY_INLINE void Put16(D, V v, uint16_t* p) {
 struct Bf16Fmt {
   using Store = uint16_t;
   using Acc = float;
+  template <class D, class V16>
+  static HWY_INLINE hn::Vec<D> Decode(D d, V16 v) {
+    const hn::RebindToUnsigned<D> du;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, v)));
+  }
   template <class D>
   static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::Rebind<uint16_t, D> d16;
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+    return Decode(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
   }
   // core/numeric.h's floatToBf16: NaN keeps its top payload bits and gets the quiet bit.
   template <class D>
@@ -140,6 +146,41 @@ struct Bf16Fmt {
   static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
 };
 
+// Bf16Fmt::Encode's rounding of float32 bits, the result in the upper half: to nearest even, a
+// NaN keeping its upper payload bits with the quiet bit set. Without NaN lanes (the caller checks
+// for a whole block at once) the rounding alone.
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  return hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)), hn::Set(du, 0xffff0000u));
+}
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
+  const hn::RebindToSigned<D32> di;
+  const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
+  const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
+  const auto quiet = hn::And(hn::Or(bits, hn::Set(du, 0x00400000u)), hn::Set(du, 0xffff0000u));
+  return hn::IfThenElse(nan, quiet, Bf16RoundHigh(du, bits));
+}
+
+// The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
+// lower half masked off), rounded as Bf16Fmt::Encode rounds, with the NaN path only where a lane
+// holds a NaN. Each result holds its bf16 bits in the upper half, which is also its value as a
+// float32; PackBf16Pair puts them back in place.
+template <class DF, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
+HWY_INLINE void RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU& rhi) {
+  const hn::RebindToUnsigned<DF> du;
+  if (HWY_LIKELY(hn::AllFalse(df, hn::Or(hn::IsNaN(lo), hn::IsNaN(hi))))) {
+    rlo = Bf16RoundHigh(du, hn::BitCast(du, lo)), rhi = Bf16RoundHigh(du, hn::BitCast(du, hi));
+  } else {
+    rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));
+  }
+}
+template <class VU>
+HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
+  return hn::Or(hn::ShiftRight<16>(rlo), rhi);
+}
+
 // x86 targets from AVX2 up have F16C (Highway's AVX2 target requires it): vcvtph2ps decodes every
 // fp16 exactly (a signalling NaN comes out quiet, which no result can show: fp16 results store any
 // NaN as sign | 0x7e00, and the choice between NaN operands depends only on which are NaN), and
@@ -157,10 +198,9 @@ struct HalfFmt {
   using Store = uint16_t;
   using Acc = float;
 #if SYMMAR_SIMD_F16C
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  template <class D, class V16>
+  static HWY_INLINE hn::Vec<D> Decode(D d, V16 v) {
+    return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), v));
   }
   template <class D>
   static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
@@ -173,12 +213,11 @@ struct HalfFmt {
   }
 #else
   // core/numeric.h's halfToFloat: exact; subnormals as mantissa * 2^-24 (exact in fp32, a normal).
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
+  template <class D, class V16>
+  static HWY_INLINE hn::Vec<D> Decode(D d, V16 v) {
     const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto h = hn::PromoteTo(du, hn::LoadU(d16, p));
+    const auto h = hn::PromoteTo(du, v);
     const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
     const auto exp = hn::And(h, hn::Set(du, 0x7c00u));
     const auto e = hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu)));
@@ -213,6 +252,10 @@ struct HalfFmt {
     return hn::DemoteTo(d16, hn::BitCast(di, hn::Or(mag, sign)));
   }
 #endif
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
+    return Decode(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
+  }
   template <class D, class V>
   static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
 };

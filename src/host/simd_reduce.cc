@@ -89,23 +89,6 @@ HWY_NOINLINE void ReduceTyped(void* dst_raw, void* dst2_raw, const void* const* 
 // result's bits in the upper half), and put back together in place. Every element goes through the
 // same operations as on the widening path, so the bits are the same; only the cross-lane packing
 // that widening and narrowing need on x86 is gone.
-// Bf16Fmt::Encode's rounding of float32 bits, the result in the upper half: to nearest even, a
-// NaN keeping its upper payload bits with the quiet bit set. Without NaN lanes (the caller checks
-// for a whole block at once) the rounding alone.
-template <class D32>
-HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  return hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)), hn::Set(du, 0xffff0000u));
-}
-template <class D32>
-HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
-  const hn::RebindToSigned<D32> di;
-  const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
-  const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
-  const auto quiet = hn::And(hn::Or(bits, hn::Set(du, 0x00400000u)), hn::Set(du, 0xffff0000u));
-  return hn::IfThenElse(nan, quiet, Bf16RoundHigh(du, bits));
-}
-
 template <class Op>
 HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* const* srcs, int nsrc, size_t n) {
   const hn::ScalableTag<uint32_t> du;

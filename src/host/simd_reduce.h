@@ -1,8 +1,9 @@
 // The host path's SIMD kernels: the reductions behind reduceRanks (host_reduce.h, simd_reduce.cc),
-// and copies and fp16/bf16 conversions (simd_convert.cc). Written once with Google Highway and compiled
-// for every x86 (SSE4, AVX2, AVX-512) or Arm (NEON, SVE) target it knows; the best target the CPU
-// supports is chosen at run time, so one binary runs anywhere and never executes an instruction the
-// CPU lacks. Every target gives the same bits (see simd_reduce.cc).
+// a vector copy (simd_copy.cc), and the fused norm's rows (simd_norm.cc).
+// Written once with Google Highway and compiled for every x86 (SSE4, AVX2, AVX-512) or Arm (NEON,
+// SVE) target it knows; the best target the CPU supports is chosen at run time, so one binary runs
+// anywhere and never executes an instruction the CPU lacks. Every target gives the same bits (see
+// simd_reduce.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,12 +20,18 @@ void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, s
 /// memcpy's contract (no overlap) with vector loads and stores, at the best target of this CPU.
 void simdCopy(void* dst, const void* src, size_t bytes);
 
-/// The float32 sum, not rounded, of n elements of nsrc buffers of dtype (float32, float16 or
-/// bfloat16), in rank order with reduceRanks' sum rules; nsrc = 1 converts. Decoding is exact.
-void simdSumToFloat(float* dst, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype);
-/// n float32 values rounded to dtype (float32, float16 or bfloat16) as reduceRanks rounds: the
-/// same bits as core/numeric.h's fromFloat.
-void simdFromFloat(void* dst, const float* src, size_t n, symmarDataType_t dtype);
+/// The fused norm's first pass over a row of n elements (simd_norm.cc): the float32 sum of the nsrc
+/// rows of dtype (float32, float16 or bfloat16) in rank order with reduceRanks' sum rules, plus
+/// residual (a row of dtype, or null), rounded to dtype as reduceRanks rounds and stored to
+/// residual_out (which may be residual). Returns the sum of the squares of
+/// the stored values, in 16 partial sums (element i to partial i % 16) combined pairwise: the same
+/// bits at every target.
+float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out, size_t n,
+                          symmarDataType_t dtype);
+/// The fused norm's second pass: out = (x * inv) * gamma, x and gamma rows of dtype, rounded to
+/// dtype; `unrounded` (if not null) gets the float32 values before rounding (the FP8 output's input).
+void simdNormScale(void* out, const void* x, const void* gamma, float inv, size_t n, symmarDataType_t dtype,
+                   float* unrounded);
 
 /// @name Targets, for the tests: each must give the same bits.
 /// @{

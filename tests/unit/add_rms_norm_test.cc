@@ -39,7 +39,8 @@ TEST(AddRmsNormRow, WorkedByHand) {
   float res_out[4], norm[4];
   uint8_t q[4];
   AddRmsNormCall c{nullptr, residual, res_out, norm, gamma, q, 0.25f, 0.0f, 1, 4, symmarFloat32};
-  finishAddRmsNormRow(c, 0, sum);
+  const void* rows[1] = {sum};
+  finishAddRmsNormRow(c, 0, rows, 1);
   const float s = std::sqrt(12.0f);
   EXPECT_EQ(res_out[0], 2.0f);
   EXPECT_EQ(res_out[3], 6.0f);

@@ -1,0 +1,230 @@
+// The fused norm's row arithmetic (add_rms_norm.cc) with Google Highway, compiled once per SIMD
+// target and chosen at run time like simd_reduce.cc, whose comment says why every target gives the
+// same bits. Two passes over a row instead of one per step: the first sums the ranks' rows, adds the
+// residual, stores residual_out and squares what was stored; the second reads residual_out back (in
+// cache: half the bytes of a float32 row) and scales it by the RMS and gamma.
+//
+// The sum of squares keeps 16 float32 partial sums, element i going to partial i % 16, combined
+// pairwise in a fixed order at the end: with L lanes per vector (L divides 16), vector k of each
+// block of 16 elements adds to accumulator k, whose lane l is partial k * L + l. So the partials,
+// and the bits, are the same at every target. Multiply and add stay separate instructions: this
+// file is compiled without FMA contraction, and Highway's Mul and Add are not fused.
+#include <type_traits>
+
+#include "host/simd_reduce.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "host/simd_norm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "host/simd_formats-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace symmar {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr size_t kSquareParts = 16;
+
+// Elements [i, i + Lanes(d)) of a row: the rank-order sum of the sources plus the residual, rounded
+// and stored to residual_out; returns the stored values, decoded.
+template <class Fmt, class D>
+HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
+                                       const typename Fmt::Store* residual, typename Fmt::Store* res_out, size_t i) {
+  using S = typename Fmt::Store;
+  auto x = Fmt::Load(d, src0 + i);
+  for (int r = 1; r < nsrc; ++r) x = SumOp::Apply(d, x, Fmt::Load(d, static_cast<const S*>(srcs[r]) + i));
+  if (residual) x = hn::Add(x, Fmt::Load(d, residual + i));
+  const auto stored = Fmt::Encode(d, x);
+  Fmt::Put(d, stored, res_out + i);
+  return Fmt::Decode(d, stored);
+}
+
+// Blocks of 16 elements with kVecs vectors of 16 / kVecs lanes each; returns where the blocks end.
+template <class Fmt, int kVecs, class D>
+HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
+                                    const typename Fmt::Store* residual, typename Fmt::Store* res_out, size_t n,
+                                    float* part) {
+  const size_t lanes = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  const auto square_into = [&](auto& acc, size_t i) {
+    const auto v = AddResidualLanes<Fmt>(d, src0, srcs, nsrc, residual, res_out, i);
+    acc = hn::Add(acc, hn::Mul(v, v));
+  };
+  size_t i = 0;
+  for (; i + kSquareParts <= n; i += kSquareParts) {
+    square_into(a0, i);
+    if constexpr (kVecs > 1) square_into(a1, i + lanes);
+    if constexpr (kVecs > 2) {
+      square_into(a2, i + 2 * lanes);
+      square_into(a3, i + 3 * lanes);
+    }
+  }
+  hn::StoreU(a0, d, part);
+  if constexpr (kVecs > 1) hn::StoreU(a1, d, part + lanes);
+  if constexpr (kVecs > 2) {
+    hn::StoreU(a2, d, part + 2 * lanes);
+    hn::StoreU(a3, d, part + 3 * lanes);
+  }
+  return i;
+}
+
+// bfloat16 without widening, as ReduceBf16Pairs in simd_reduce.cc: a 32-bit lane holds two
+// elements, each a float32 once shifted up (lower) or masked (upper), and the same operations as
+// above give the same bits. Vectors of 4 or 8 lanes hold 8 or 16 elements, so a block of 16 is
+// kVecs = 2 or 1 vectors; lane l of vector k holds elements k * 2 * lanes + 2l and + 2l + 1 of the
+// block, whose squares go to those partials.
+template <int kVecs, class DU>
+HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
+                                        const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+  const hn::RebindToFloat<DU> df;
+  const size_t lanes = hn::Lanes(du);
+  const auto high = hn::Set(du, 0xffff0000u);
+  const auto load = [&](const uint16_t* p, size_t at) { return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at)); };
+  const auto lower = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::ShiftLeft<16>(w)); };
+  const auto upper = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::And(w, high)); };
+  auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
+  const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
+    const auto w = load(src0, i);
+    auto lo = lower(w), hi = upper(w);
+    for (int r = 1; r < nsrc; ++r) {
+      const auto v = load(static_cast<const uint16_t*>(srcs[r]), i);
+      lo = SumOp::Apply(df, lo, lower(v));
+      hi = SumOp::Apply(df, hi, upper(v));
+    }
+    if (residual) {
+      const auto v = load(residual, i);
+      lo = hn::Add(lo, lower(v));
+      hi = hn::Add(hi, upper(v));
+    }
+    hn::Vec<DU> rlo, rhi;
+    RoundBf16Pair(df, lo, hi, rlo, rhi);
+    hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(res_out + i));
+    const auto slo = hn::BitCast(df, rlo), shi = hn::BitCast(df, rhi);
+    lo_acc = hn::Add(lo_acc, hn::Mul(slo, slo));
+    hi_acc = hn::Add(hi_acc, hn::Mul(shi, shi));
+  };
+  size_t i = 0;
+  for (; i + kSquareParts <= n; i += kSquareParts) {
+    square_into(lo0, hi0, i);
+    if constexpr (kVecs > 1) square_into(lo1, hi1, i + 2 * lanes);
+  }
+  HWY_ALIGN float lo[kSquareParts / 2], hi[kSquareParts / 2];
+  hn::StoreU(lo0, df, lo), hn::StoreU(hi0, df, hi);
+  if constexpr (kVecs > 1) hn::StoreU(lo1, df, lo + lanes), hn::StoreU(hi1, df, hi + lanes);
+  for (size_t k = 0; k < kSquareParts / 2; ++k) part[2 * k] = lo[k], part[2 * k + 1] = hi[k];
+  return i;
+}
+
+template <class Fmt>
+HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const void* residual_raw, void* res_out_raw,
+                                    size_t n) {
+  using S = typename Fmt::Store;
+  const S* src0 = static_cast<const S*>(srcs[0]);  // kept in a register: the stores below might alias srcs[]
+  const S* residual = static_cast<const S*>(residual_raw);
+  S* res_out = static_cast<S*>(res_out_raw);
+  HWY_ALIGN float part[kSquareParts] = {};
+  const hn::CappedTag<float, kSquareParts> d;
+  size_t i = 0;  // vectors of 4, 8 or 16 lanes; any other width takes the one-lane path below
+  if constexpr (std::is_same_v<Fmt, Bf16Fmt>) {
+    const hn::CappedTag<uint32_t, kSquareParts / 2> du;
+    if (hn::Lanes(du) == 8) i = AddResidualBf16Blocks<1>(du, src0, srcs, nsrc, residual, res_out, n, part);
+    if (hn::Lanes(du) == 4) i = AddResidualBf16Blocks<2>(du, src0, srcs, nsrc, residual, res_out, n, part);
+  } else {
+    if (hn::Lanes(d) == 16) i = AddResidualBlocks<Fmt, 1>(d, src0, srcs, nsrc, residual, res_out, n, part);
+  if (hn::Lanes(d) == 8) i = AddResidualBlocks<Fmt, 2>(d, src0, srcs, nsrc, residual, res_out, n, part);
+  if (hn::Lanes(d) == 4) i = AddResidualBlocks<Fmt, 4>(d, src0, srcs, nsrc, residual, res_out, n, part);
+  }
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) {
+    const float v = hn::GetLane(AddResidualLanes<Fmt>(d1, src0, srcs, nsrc, residual, res_out, i));
+    part[i % kSquareParts] += v * v;
+  }
+  for (size_t width = kSquareParts / 2; width > 0; width /= 2) {
+    for (size_t j = 0; j < width; ++j) part[j] += part[j + width];
+  }
+  return part[0];
+}
+
+// ScaleTyped's bfloat16 rows in pairs, as above; returns where the whole vectors end.
+HWY_INLINE size_t ScaleBf16Pairs(uint16_t* out, const uint16_t* x, const uint16_t* gamma, float inv, size_t n) {
+  const hn::ScalableTag<uint32_t> du;
+  const hn::RebindToFloat<decltype(du)> df;
+  const size_t step = 2 * hn::Lanes(du);
+  const auto high = hn::Set(du, 0xffff0000u);
+  const auto scale = hn::Set(df, inv);
+  size_t i = 0;
+  for (; i + step <= n; i += step) {
+    const auto wx = hn::LoadU(du, reinterpret_cast<const uint32_t*>(x + i));
+    const auto wg = hn::LoadU(du, reinterpret_cast<const uint32_t*>(gamma + i));
+    const auto lo = hn::Mul(hn::Mul(hn::BitCast(df, hn::ShiftLeft<16>(wx)), scale),
+                            hn::BitCast(df, hn::ShiftLeft<16>(wg)));
+    const auto hi = hn::Mul(hn::Mul(hn::BitCast(df, hn::And(wx, high)), scale), hn::BitCast(df, hn::And(wg, high)));
+    hn::Vec<decltype(du)> rlo, rhi;
+    RoundBf16Pair(df, lo, hi, rlo, rhi);
+    hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(out + i));
+  }
+  return i;
+}
+
+// out = (x * inv) * gamma, rounded to the storage format; `unrounded` (if not null) gets the values
+// before rounding.
+template <class Fmt>
+HWY_NOINLINE void ScaleTyped(void* out_raw, const void* x_raw, const void* gamma_raw, float inv, size_t n,
+                             float* unrounded) {
+  using S = typename Fmt::Store;
+  const S* x = static_cast<const S*>(x_raw);
+  const S* gamma = static_cast<const S*>(gamma_raw);
+  S* out = static_cast<S*>(out_raw);
+  const auto one = [&](auto d, size_t i) {
+    const auto y = hn::Mul(hn::Mul(Fmt::Load(d, x + i), hn::Set(d, inv)), Fmt::Load(d, gamma + i));
+    Fmt::Put(d, Fmt::Encode(d, y), out + i);
+    if (unrounded) hn::StoreU(y, d, unrounded + i);
+  };
+  size_t i = 0;
+  if constexpr (std::is_same_v<Fmt, Bf16Fmt>) {
+    if (!unrounded) i = ScaleBf16Pairs(out, x, gamma, inv, n);
+  }
+  const hn::ScalableTag<float> d;
+  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) one(d, i);
+  for (; i < n; ++i) one(hn::CappedTag<float, 1>(), i);
+}
+
+float AddResidual(const void* const* srcs, int nsrc, const void* residual, void* res_out, size_t n, int dtype) {
+  switch (dtype) {
+    case symmarFloat32: return AddResidualTyped<PlainFmt<float>>(srcs, nsrc, residual, res_out, n);
+    case symmarFloat16: return AddResidualTyped<HalfFmt>(srcs, nsrc, residual, res_out, n);
+    default: return AddResidualTyped<Bf16Fmt>(srcs, nsrc, residual, res_out, n);
+  }
+}
+
+void Scale(void* out, const void* x, const void* gamma, float inv, size_t n, int dtype, float* unrounded) {
+  switch (dtype) {
+    case symmarFloat32: return ScaleTyped<PlainFmt<float>>(out, x, gamma, inv, n, unrounded);
+    case symmarFloat16: return ScaleTyped<HalfFmt>(out, x, gamma, inv, n, unrounded);
+    default: return ScaleTyped<Bf16Fmt>(out, x, gamma, inv, n, unrounded);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace symmar
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace symmar {
+
+HWY_EXPORT(AddResidual);
+HWY_EXPORT(Scale);
+
+float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out, size_t n,
+                          symmarDataType_t dtype) {
+  return HWY_DYNAMIC_DISPATCH(AddResidual)(srcs, nsrc, residual, residual_out, n, static_cast<int>(dtype));
+}
+
+void simdNormScale(void* out, const void* x, const void* gamma, float inv, size_t n, symmarDataType_t dtype,
+                   float* unrounded) {
+  HWY_DYNAMIC_DISPATCH(Scale)(out, x, gamma, inv, n, static_cast<int>(dtype), unrounded);
+}
+
+}  // namespace symmar
+#endif  // HWY_ONCE
