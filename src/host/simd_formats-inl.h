@@ -43,26 +43,34 @@ HWY_INLINE V SumNaNLanes(D d, V a, V b, V r) {
   return hn::IfThenElse(hn::IsNaN(b), qb, hn::IfThenElse(hn::IsNaN(a), qa, hn::IfThenElse(hn::IsNaN(r), dflt, r)));
 }
 
+// Whether a lane of a, b, c or e may hold a NaN: a NaN makes their sum a NaN, so one compare
+// replaces four and their ORs of masks (which GCC spills to the stack on AVX2). Opposite infinities
+// also give a NaN: the caller's NaN-aware path is exact in every lane, so that costs time only.
+template <class D, class V>
+HWY_INLINE bool AnyNaN4(D d, V a, V b, V c, V e) {
+  return !hn::AllFalse(d, hn::IsNaN(hn::Add(hn::Add(a, b), hn::Add(c, e))));
+}
+
 struct SumOp {
   // Four independent lanes groups; one NaN test for all four (the exact path is lane-wise, so it
-  // gives r itself in lanes without a NaN).
+  // gives r itself in lanes without a NaN). Returns false when no result lane is a NaN.
   template <class D, class V>
-  static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
+  static HWY_INLINE bool Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
     using T = hn::TFromD<D>;
     if constexpr (hwy::IsFloat<T>()) {
       const V r0 = hn::Add(a0, b0), r1 = hn::Add(a1, b1), r2 = hn::Add(a2, b2), r3 = hn::Add(a3, b3);
-      const auto nan = hn::Or(hn::Or(hn::IsNaN(r0), hn::IsNaN(r1)), hn::Or(hn::IsNaN(r2), hn::IsNaN(r3)));
-      if (HWY_UNLIKELY(!hn::AllFalse(d, nan))) {
+      if (HWY_UNLIKELY(AnyNaN4(d, r0, r1, r2, r3))) {
         a0 = SumNaNLanes(d, a0, b0, r0);
         a1 = SumNaNLanes(d, a1, b1, r1);
         a2 = SumNaNLanes(d, a2, b2, r2);
         a3 = SumNaNLanes(d, a3, b3, r3);
-      } else {
-        a0 = r0, a1 = r1, a2 = r2, a3 = r3;
+        return true;
       }
+      a0 = r0, a1 = r1, a2 = r2, a3 = r3;
     } else {
       a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
     }
+    return false;
   }
   template <class D, class V>
   static HWY_INLINE V Apply(D d, V a, V b) {
@@ -81,8 +89,9 @@ struct SumOp {
 template <bool kMax>
 struct SelectOp {
   template <class D, class V>
-  static HWY_INLINE void Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
+  static HWY_INLINE bool Apply4(D d, V& a0, V& a1, V& a2, V& a3, V b0, V b1, V b2, V b3) {
     a0 = Apply(d, a0, b0), a1 = Apply(d, a1, b1), a2 = Apply(d, a2, b2), a3 = Apply(d, a3, b3);
+    return true;  // a NaN operand may be selected: not known without a test
   }
   template <class D, class V>
   static HWY_INLINE V Apply(D, V a, V b) {
@@ -170,7 +179,7 @@ HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
 template <class DF, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
 HWY_INLINE void RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU& rhi) {
   const hn::RebindToUnsigned<DF> du;
-  if (HWY_LIKELY(hn::AllFalse(df, hn::Or(hn::IsNaN(lo), hn::IsNaN(hi))))) {
+  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {  // as AnyNaN4
     rlo = Bf16RoundHigh(du, hn::BitCast(du, lo)), rhi = Bf16RoundHigh(du, hn::BitCast(du, hi));
   } else {
     rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));

@@ -103,14 +103,15 @@ HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* c
     auto w0 = load(0, i), w1 = load(0, i + 2 * lanes);
     auto lo0 = hn::BitCast(df, hn::ShiftLeft<16>(w0)), hi0 = hn::BitCast(df, hn::And(w0, high));
     auto lo1 = hn::BitCast(df, hn::ShiftLeft<16>(w1)), hi1 = hn::BitCast(df, hn::And(w1, high));
+    bool maybe_nan = true;  // the last Apply4 tells (a NaN stays a NaN through later sums)
     for (int r = 1; r < nsrc; ++r) {
       const auto v0 = load(r, i), v1 = load(r, i + 2 * lanes);
-      Op::Apply4(df, lo0, hi0, lo1, hi1, hn::BitCast(df, hn::ShiftLeft<16>(v0)), hn::BitCast(df, hn::And(v0, high)),
-                 hn::BitCast(df, hn::ShiftLeft<16>(v1)), hn::BitCast(df, hn::And(v1, high)));
+      maybe_nan = Op::Apply4(df, lo0, hi0, lo1, hi1, hn::BitCast(df, hn::ShiftLeft<16>(v0)),
+                             hn::BitCast(df, hn::And(v0, high)), hn::BitCast(df, hn::ShiftLeft<16>(v1)),
+                             hn::BitCast(df, hn::And(v1, high)));
     }
-    const auto nan = hn::Or(hn::Or(hn::IsNaN(lo0), hn::IsNaN(hi0)), hn::Or(hn::IsNaN(lo1), hn::IsNaN(hi1)));
     hn::Vec<decltype(du)> o0, o1;
-    if (HWY_LIKELY(hn::AllFalse(df, nan))) {
+    if (HWY_LIKELY(!maybe_nan || !AnyNaN4(df, lo0, hi0, lo1, hi1))) {
       o0 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo0))), Bf16RoundHigh(du, hn::BitCast(du, hi0)));
       o1 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo1))), Bf16RoundHigh(du, hn::BitCast(du, hi1)));
     } else {
