@@ -104,6 +104,8 @@ symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset
                        static_cast<unsigned long long>(heap)));
 }
 
+uint32_t HostBackend::barrierEpoch() const { return sync_ ? sync_->epoch() : 0; }
+
 uint64_t HostBackend::symmetricOffset(const void* p, size_t bytes) const {
   const char* base = heap_->userBase(rank_);
   const char* c = static_cast<const char*>(p);

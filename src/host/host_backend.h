@@ -34,6 +34,10 @@ class HostBackend : public Backend {
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t setInterHost(const InterHostCarrier& carrier) override;
 
+  /// The barrier epoch this rank reached (each barrier advances it by one), for the tests that
+  /// count a schedule's barriers; 0 where the comm has no shared memory.
+  uint32_t barrierEpoch() const;
+
  private:
   /// An allreduce as the executors address it: byte pointers, the element size at hand.
   struct Call {

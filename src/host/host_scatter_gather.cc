@@ -57,9 +57,11 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? callSignature(c) : 0));
     const uint32_t epoch = sync_->epoch();
     for (int p = 0; p < world_; ++p) {
-      const char* input = send;
-      if (p != rank_) SYMMAR_CHECK(peerInput(p, epoch, whole, elem, &input));
-      read_in_place = read_in_place || input != nullptr;
+      const char* input = send;  // this rank's own block: from its input, wherever that is
+      if (p != rank_) {  // a peer's input read in place (not this rank's own) asks for the end barrier
+        SYMMAR_CHECK(peerInput(p, epoch, whole, elem, &input));
+        read_in_place = read_in_place || input != nullptr;
+      }
       srcs_[p] = input ? input + rank_ * block + r.begin * elem : heap_->staging(p, half) + rank_ * bytes;
     }
     last_read_half_ = half;
