@@ -80,7 +80,9 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
   const hn::RebindToFloat<DU> df;
   const size_t lanes = hn::Lanes(du);
   const auto high = hn::Set(du, 0xffff0000u);
-  const auto load = [&](const uint16_t* p, size_t at) { return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at)); };
+  const auto load = [&](const uint16_t* p, size_t at) {
+    return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at));
+  };
   const auto lower = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::ShiftLeft<16>(w)); };
   const auto upper = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::And(w, high)); };
   auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
@@ -132,8 +134,8 @@ HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const voi
     if (hn::Lanes(du) == 4) i = AddResidualBf16Blocks<2>(du, src0, srcs, nsrc, residual, res_out, n, part);
   } else {
     if (hn::Lanes(d) == 16) i = AddResidualBlocks<Fmt, 1>(d, src0, srcs, nsrc, residual, res_out, n, part);
-  if (hn::Lanes(d) == 8) i = AddResidualBlocks<Fmt, 2>(d, src0, srcs, nsrc, residual, res_out, n, part);
-  if (hn::Lanes(d) == 4) i = AddResidualBlocks<Fmt, 4>(d, src0, srcs, nsrc, residual, res_out, n, part);
+    if (hn::Lanes(d) == 8) i = AddResidualBlocks<Fmt, 2>(d, src0, srcs, nsrc, residual, res_out, n, part);
+    if (hn::Lanes(d) == 4) i = AddResidualBlocks<Fmt, 4>(d, src0, srcs, nsrc, residual, res_out, n, part);
   }
   const hn::CappedTag<float, 1> d1;
   for (; i < n; ++i) {
