@@ -172,6 +172,17 @@ HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
   return hn::IfThenElse(nan, quiet, Bf16RoundHigh(du, bits));
 }
 
+// A vector of bf16 pairs (two elements per 32-bit lane) as two float32 vectors: the lower elements
+// shifted up, the upper ones with the lower half masked off. Both are exact.
+template <class DF, class VU>
+HWY_INLINE hn::Vec<DF> Bf16PairLower(DF df, VU pairs) {
+  return hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+}
+template <class DF, class VU>
+HWY_INLINE hn::Vec<DF> Bf16PairUpper(DF df, VU pairs) {
+  return hn::BitCast(df, hn::And(pairs, hn::Set(hn::RebindToUnsigned<DF>(), 0xffff0000u)));
+}
+
 // The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
 // lower half masked off), rounded as Bf16Fmt::Encode rounds, with the NaN path only where a lane
 // holds a NaN. Each result holds its bf16 bits in the upper half, which is also its value as a

@@ -79,25 +79,22 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
                                         const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
   const hn::RebindToFloat<DU> df;
   const size_t lanes = hn::Lanes(du);
-  const auto high = hn::Set(du, 0xffff0000u);
   const auto load = [&](const uint16_t* p, size_t at) {
     return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at));
   };
-  const auto lower = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::ShiftLeft<16>(w)); };
-  const auto upper = [&](hn::Vec<DU> w) { return hn::BitCast(df, hn::And(w, high)); };
   auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
   const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
     const auto w = load(src0, i);
-    auto lo = lower(w), hi = upper(w);
+    auto lo = Bf16PairLower(df, w), hi = Bf16PairUpper(df, w);
     for (int r = 1; r < nsrc; ++r) {
       const auto v = load(static_cast<const uint16_t*>(srcs[r]), i);
-      lo = SumOp::Apply(df, lo, lower(v));
-      hi = SumOp::Apply(df, hi, upper(v));
+      lo = SumOp::Apply(df, lo, Bf16PairLower(df, v));
+      hi = SumOp::Apply(df, hi, Bf16PairUpper(df, v));
     }
     if (residual) {
       const auto v = load(residual, i);
-      lo = hn::Add(lo, lower(v));
-      hi = hn::Add(hi, upper(v));
+      lo = hn::Add(lo, Bf16PairLower(df, v));
+      hi = hn::Add(hi, Bf16PairUpper(df, v));
     }
     hn::Vec<DU> rlo, rhi;
     RoundBf16Pair(df, lo, hi, rlo, rhi);
@@ -153,15 +150,13 @@ HWY_INLINE size_t ScaleBf16Pairs(uint16_t* out, const uint16_t* x, const uint16_
   const hn::ScalableTag<uint32_t> du;
   const hn::RebindToFloat<decltype(du)> df;
   const size_t step = 2 * hn::Lanes(du);
-  const auto high = hn::Set(du, 0xffff0000u);
   const auto scale = hn::Set(df, inv);
   size_t i = 0;
   for (; i + step <= n; i += step) {
     const auto wx = hn::LoadU(du, reinterpret_cast<const uint32_t*>(x + i));
     const auto wg = hn::LoadU(du, reinterpret_cast<const uint32_t*>(gamma + i));
-    const auto lo = hn::Mul(hn::Mul(hn::BitCast(df, hn::ShiftLeft<16>(wx)), scale),
-                            hn::BitCast(df, hn::ShiftLeft<16>(wg)));
-    const auto hi = hn::Mul(hn::Mul(hn::BitCast(df, hn::And(wx, high)), scale), hn::BitCast(df, hn::And(wg, high)));
+    const auto lo = hn::Mul(hn::Mul(Bf16PairLower(df, wx), scale), Bf16PairLower(df, wg));
+    const auto hi = hn::Mul(hn::Mul(Bf16PairUpper(df, wx), scale), Bf16PairUpper(df, wg));
     hn::Vec<decltype(du)> rlo, rhi;
     RoundBf16Pair(df, lo, hi, rlo, rhi);
     hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(out + i));

@@ -94,21 +94,19 @@ HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* c
   const hn::ScalableTag<uint32_t> du;
   const hn::RebindToFloat<decltype(du)> df;
   const size_t lanes = hn::Lanes(du);
-  const auto high = hn::Set(du, 0xffff0000u);
   const auto load = [&](int r, size_t at) {
     return hn::LoadU(du, reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(srcs[r]) + at));
   };
   size_t i = 0;
   for (; i + 4 * lanes <= n; i += 4 * lanes) {  // 2 vectors of pairs = 4 * lanes elements
     auto w0 = load(0, i), w1 = load(0, i + 2 * lanes);
-    auto lo0 = hn::BitCast(df, hn::ShiftLeft<16>(w0)), hi0 = hn::BitCast(df, hn::And(w0, high));
-    auto lo1 = hn::BitCast(df, hn::ShiftLeft<16>(w1)), hi1 = hn::BitCast(df, hn::And(w1, high));
+    auto lo0 = Bf16PairLower(df, w0), hi0 = Bf16PairUpper(df, w0);
+    auto lo1 = Bf16PairLower(df, w1), hi1 = Bf16PairUpper(df, w1);
     bool maybe_nan = true;  // the last Apply4 tells (a NaN stays a NaN through later sums)
     for (int r = 1; r < nsrc; ++r) {
       const auto v0 = load(r, i), v1 = load(r, i + 2 * lanes);
-      maybe_nan = Op::Apply4(df, lo0, hi0, lo1, hi1, hn::BitCast(df, hn::ShiftLeft<16>(v0)),
-                             hn::BitCast(df, hn::And(v0, high)), hn::BitCast(df, hn::ShiftLeft<16>(v1)),
-                             hn::BitCast(df, hn::And(v1, high)));
+      maybe_nan = Op::Apply4(df, lo0, hi0, lo1, hi1, Bf16PairLower(df, v0), Bf16PairUpper(df, v0),
+                             Bf16PairLower(df, v1), Bf16PairUpper(df, v1));
     }
     hn::Vec<decltype(du)> o0, o1;
     if (HWY_LIKELY(!maybe_nan || !AnyNaN4(df, lo0, hi0, lo1, hi1))) {
