@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -146,6 +147,48 @@ TEST(HostScatterGather, ASymmetricInputIsReadBeforeAnyRankReturns) {
       }
     }
     return wrong + (symmarMemFree(comms[rank], heap) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+// Reduce-scatters and all-gathers with caller buffers (one barrier per chunk, staging halves
+// alternating, no end barrier) mixed with allreduces, across the wrap of the barrier epoch: every
+// result exact (int32), on both ranks.
+TEST(HostScatterGather, CallsAcrossTheEpochWrap) {
+  const int world = 2;
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  cfg.staging_bytes = 16 << 10;  // the larger counts take several chunks
+  setenv("SYMMAR_EPOCH_START", "4294964000", 1);  // wraps after about 3,300 barriers
+  const symmarResult_t init = symmarCommInitAll(comms.data(), world, nullptr, &cfg);
+  unsetenv("SYMMAR_EPOCH_START");
+  ASSERT_EQ(init, symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    std::vector<int32_t> send(2 * 3000), recv(2 * 3000);
+    int bad = 0;
+    for (int call = 0; call < 6000 && bad == 0; ++call) {
+      const size_t n = 1 + static_cast<size_t>(call * 7919) % 3000;  // per rank
+      for (size_t j = 0; j < n * world; ++j) send[j] = static_cast<int32_t>(call + j + rank);
+      symmarResult_t res;
+      switch (call % 3) {
+        case 0:
+          res = symmarReduceScatter(send.data(), recv.data(), n, symmarInt32, symmarSum, comms[rank], nullptr);
+          for (size_t i = 0; i < n; ++i) bad += recv[i] != static_cast<int32_t>(2 * (call + rank * n + i) + 1);
+          break;
+        case 1:
+          res = symmarAllGather(send.data(), recv.data(), n, symmarInt32, comms[rank], nullptr);
+          for (size_t j = 0; j < n * world; ++j) bad += recv[j] != static_cast<int32_t>(call + j % n + j / n);
+          break;
+        default:
+          res = symmarAllReduce(send.data(), recv.data(), n, symmarInt32, symmarSum, comms[rank], nullptr);
+          for (size_t i = 0; i < n; ++i) bad += recv[i] != static_cast<int32_t>(2 * (call + i) + 1);
+      }
+      if (res != symmarSuccess) return 1000 + call;
+    }
+    return bad;
   });
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(errors[r], 0) << "rank " << r;
