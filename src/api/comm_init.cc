@@ -104,6 +104,7 @@ void applyRecords(const std::vector<PeerRecord>& all, int rank, SymmarSettings* 
   const PeerRecord& mine = all[static_cast<size_t>(rank)];
   ctx->placement = placeRanks(host_of, rank);
   ctx->host_ranks = ranksOnHost(host_of, rank);
+  ctx->ranks_by_host = ranksByHost(host_of);
   ctx->host_nonce = all[static_cast<size_t>(ctx->host_ranks[0])].nonce;
   ctx->machine_ranks = 0;
   for (const PeerRecord& x : all) ctx->machine_ranks += x.id.machine_hash == mine.id.machine_hash;

@@ -30,6 +30,19 @@ HostPlacement placeRanks(const std::vector<uint64_t>& host_of_rank, int rank) {
   return p;
 }
 
+std::vector<int> ranksByHost(const std::vector<uint64_t>& host_of_rank) {
+  std::vector<int> out;
+  for (size_t first = 0; first < host_of_rank.size(); ++first) {
+    bool seen = false;  // a host is listed at its lowest rank
+    for (size_t r = 0; r < first && !seen; ++r) seen = host_of_rank[r] == host_of_rank[first];
+    if (seen) continue;
+    for (size_t r = first; r < host_of_rank.size(); ++r) {
+      if (host_of_rank[r] == host_of_rank[first]) out.push_back(static_cast<int>(r));
+    }
+  }
+  return out;
+}
+
 std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank) {
   std::vector<int> out;
   for (size_t r = 0; r < host_of_rank.size(); ++r) {

@@ -17,6 +17,10 @@ HostPlacement placeRanks(const std::vector<uint64_t>& host_of_rank, int rank);
 /// Global ranks on the same host as rank, ascending (the local ranks, by local index).
 std::vector<int> ranksOnHost(const std::vector<uint64_t>& host_of_rank, int rank);
 
+/// Every rank, host by host (hosts in placeRanks' order), ascending within a host: with as many
+/// ranks on every host, the rank at local index l of host h is at h * local_size + l.
+std::vector<int> ranksByHost(const std::vector<uint64_t>& host_of_rank);
+
 /// Collective over boot (the comm's bootstrap): a bootstrap of this host's ranks alone (host_ranks,
 /// this rank at p.local_rank), so each host builds its shared state on its own schedule (what the
 /// ranks of one host exchange meanwhile may differ from another host's). The host's first rank

@@ -56,6 +56,10 @@ struct BackendContext {
   HostPlacement placement;
   /// The context's ranks on this rank's host, ascending: host_ranks[placement.local_rank] == rank.
   std::vector<int> host_ranks;
+  /// The context's ranks host by host, ascending within a host (empty where the context is one
+  /// host's): with as many ranks on every host, local index l of host h has rank
+  /// ranks_by_host[h * placement.local_size + l].
+  std::vector<int> ranks_by_host;
   /// Ranks sharing this machine's cores (pretended hosts share one machine).
   int machine_ranks = 1;
   /// Fresh per comm and per host (the nonce of the host's first rank): names this host's shared

@@ -27,6 +27,7 @@ class HierarchicalCudaBackend : public Backend {
     // Within its host the host's backend sees one host of local_size ranks (host_nonce carries over).
     host_ctx_.placement = HostPlacement{1, 0, placement_.local_rank, placement_.local_size, true};
     host_ctx_.host_ranks.clear();
+    host_ctx_.ranks_by_host.clear();
     for (int r = 0; r < placement_.local_size; ++r) host_ctx_.host_ranks.push_back(r);
     host_ = std::make_unique<CudaBackend>(host_ctx_, /*host_stage=*/true);  // comm_nccl_ serves nccl
     inter_ctx_ = ctx_;

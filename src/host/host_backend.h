@@ -9,6 +9,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/schedule.h"
 #include "core/symmetric_arena.h"
 #include "host/inter_host.h"
 #include "host/shm_heap.h"
@@ -60,6 +61,17 @@ class HostBackend : public Backend {
   symmarResult_t runLamport(const Call& call);  // host_lamport.cc
   symmarResult_t runReduceScatter(const ScatterGatherCall& call);  // host_scatter_gather.cc
   symmarResult_t runAllGather(const ScatterGatherCall& call);
+  // Across hosts (host_scatter_gather_hosts.cc): within each host as above, between hosts through
+  // the inter-host engine; chunk by chunk (r: the chunk of each block, sig: the call's signature on
+  // its first chunk, else 0).
+  symmarResult_t scatterGatherAcrossHosts(const ScatterGatherCall& call);
+  symmarResult_t reduceScatterChunkAcrossHosts(const ScatterGatherCall& call, sched::Range r, uint64_t sig);
+  symmarResult_t allGatherChunkAcrossHosts(const ScatterGatherCall& call, sched::Range r, uint64_t sig);
+  /// The comm's rank at local index `local` of host `host` (as many ranks on every host).
+  int rankAt(int host, int local) const;
+  /// An inter-host stage's result; a failure breaks the comm (engine requests may be left behind)
+  /// and tells this host's peers.
+  symmarResult_t interHostStage(symmarResult_t res);
   // Across hosts (host_hierarchy.cc): combines this rank's part of a call's result (elements
   // [begin, begin + n), reduced over this host) with the other hosts' (InterHost::combine), into
   // the output and into publish when not null. A failure breaks the comm (engine requests may be

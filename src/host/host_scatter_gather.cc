@@ -24,9 +24,7 @@ namespace symmar {
 
 symmarResult_t HostBackend::scatterGather(const ScatterGatherCall& c) {
   SYMMAR_CHECK(checkCallable(c.stream));
-  if (placement_.hosts > 1) {
-    return fail(symmarUnsupported, "host backend: reduce-scatter and all-gather across hosts have no form yet");
-  }
+  if (placement_.hosts > 1) return scatterGatherAcrossHosts(c);  // host_scatter_gather_hosts.cc
   if (world_ == 1) {
     if (c.send != c.recv && c.count > 0) memmove(c.recv, c.send, c.count * c.elem());
     return symmarSuccess;

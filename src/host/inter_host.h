@@ -45,6 +45,18 @@ class InterHost {
   /// still exchanges the signature (a host that skipped the call is caught).
   symmarResult_t combine(void* dst, void* dst2, size_t count, symmarDataType_t dtype, symmarRedOp_t op, uint64_t sig);
 
+  // Reduce-scatter and all-gather between hosts: one round that moves the data, then a round of
+  // receipts (records without data), so a rank succeeds only once every host has taken its data.
+  /// Where the next scatter() of count elements wants this host's partial of each host's block
+  /// (piece h: host h's; every piece count elements long). Valid until the next call.
+  const std::vector<Piece>& blocks(size_t count, symmarDataType_t dtype);
+  /// Sends block h to host h and reduces every host's partial of this host's block, in host order,
+  /// into dst (count elements).
+  symmarResult_t scatter(void* dst, size_t count, symmarDataType_t dtype, symmarRedOp_t op, uint64_t sig);
+  /// Sends count elements of src to every host; gathered(h) then holds host h's.
+  symmarResult_t gather(const void* src, size_t count, symmarDataType_t dtype, uint64_t sig);
+  const void* gathered(int h) const;
+
  private:
   struct Header {
     uint64_t sig;
@@ -54,11 +66,13 @@ class InterHost {
   };
   /// Bytes of one record of a round: a header and up to span elements, padded to 16 bytes.
   static size_t recordBytes(size_t span, size_t elem);
-  /// One exchange: send[h] to host h, host h's record for this rank into recv_; checks every
+  /// One exchange: send[h] to host h, host h's record for this rank into recv; checks every
   /// record's header (data bytes expected[h]).
   symmarResult_t exchange(const std::vector<const void*>& send, size_t record, uint64_t sig,
-                          const std::vector<size_t>& expected);
+                          const std::vector<size_t>& expected, std::vector<unsigned char>* recv);
   void writeHeader(unsigned char* record, uint64_t sig, size_t bytes) const;
+  /// The round of receipts: every host's record is written after it took this rank's data.
+  symmarResult_t receipts(uint64_t sig);
 
   InterHostCarrier carrier_;
   const int hosts_;
@@ -69,7 +83,8 @@ class InterHost {
   bool abandoned_ = false;  // an exchange failed: the engine may still touch the buffers
   size_t span_ = 0;  // elements per piece of the current call
   std::vector<Piece> pieces_;
-  std::vector<unsigned char> send_, recv_, reduced_;
+  std::vector<unsigned char> send_, recv_, reduced_, receipt_, receipts_;
+  size_t gathered_record_ = 0;  // bytes per record of the last gather()
   std::vector<const void*> sends_, srcs_;
   std::vector<size_t> expected_;
 };

@@ -19,10 +19,7 @@ bool gpuPeerLink(const symmarTopology_t& t) {
 
 /// One-shot and two-shot: every host comm that shares memory, every GPU comm with peer access.
 Refusal symmetric(const symmarTopology_t& t, const Request& r, uint32_t) {
-  if (t.link == symmarLinkHostMemory) {
-    // Reduce-scatter and all-gather have no hierarchical form across hosts yet.
-    return r.coll != Collective::kAllReduce && r.hosts > 1 ? Refusal::kCollective : Refusal::kNone;
-  }
+  if (t.link == symmarLinkHostMemory) return Refusal::kNone;  // across hosts too, once an engine is set
   if (!gpuPeerLink(t)) return Refusal::kLink;
   if (r.coll == Collective::kAllGather) return Refusal::kNone;  // a copy: any element size
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;

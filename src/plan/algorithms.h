@@ -35,7 +35,6 @@ struct Request {
   symmarRedOp_t op;
   size_t bytes;
   Collective coll = Collective::kAllReduce;
-  int hosts = 1;  ///< hosts the comm spans (the host forms of reduce-scatter and all-gather serve one)
 };
 
 struct AlgorithmTraits {

@@ -65,11 +65,10 @@ struct Schedule {
   int ncalls() const { return static_cast<int>(calls[0].size()); }
 };
 
-/// flat: one host (reduce-scatter and all-gather have no form across hosts without an MPI fallback).
-PlannedCall randomCall(std::mt19937& rng, bool flat) {
+PlannedCall randomCall(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   const size_t counts[] = {1, 7, 300, 5000};
-  PlannedCall c{pick(flat ? kKinds : kReduceScatter), static_cast<symmarDataType_t>(pick(3)),
+  PlannedCall c{pick(kKinds), static_cast<symmarDataType_t>(pick(3)),
                 static_cast<symmarRedOp_t>(pick(symmarNumOps)), counts[pick(4)], 0};
   if (c.kind == kAllGather) c.op = symmarSum;  // an all-gather has no op
   if (c.kind == kFused) {
@@ -90,7 +89,7 @@ Schedule makeSchedule(uint32_t seed) {
   s.per_host = rng() % 2 ? s.world : (s.world == 4 && rng() % 2 ? 2 : 1);
   const int ncalls = 12;
   std::vector<PlannedCall> base;
-  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng, s.per_host == s.world));
+  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng));
   s.calls.assign(static_cast<size_t>(s.world), base);
   s.perturbation.assign(static_cast<size_t>(s.world), std::vector<Perturbation>(static_cast<size_t>(ncalls)));
   // Small delays everywhere (ranks never move in lockstep), then at most two perturbations.
@@ -104,7 +103,7 @@ Schedule makeSchedule(uint32_t seed) {
       case 0: {  // another call: another kind, or another count, or count 0
         PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
         const PlannedCall before = c;
-        while (c == before) c = randomCall(rng, s.per_host == s.world);
+        while (c == before) c = randomCall(rng);
         break;
       }
       case 1:

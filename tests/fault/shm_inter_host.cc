@@ -25,18 +25,20 @@ bool awaitFlag(uint64_t* flag, uint64_t want, Clock::time_point deadline) {
 struct ShmInterHost::Endpoint {
   ShmInterHost* mailboxes;
   int rank, host, hosts, local_rank, local_size;
-  int peer(int h) const { return h * local_size + local_rank; }
+  bool interleaved;
+  /// The rank at this rank's local index on host h.
+  int peer(int h) const { return interleaved ? local_rank * hosts + h : h * local_size + local_rank; }
 };
 
-ShmInterHost::ShmInterHost(int world)
-    : world_(world), words_(static_cast<size_t>(world) * static_cast<size_t>(world) * kChannelWords) {}
+ShmInterHost::ShmInterHost(int world, bool interleaved)
+    : world_(world), interleaved_(interleaved), words_(static_cast<size_t>(world) * static_cast<size_t>(world) * kChannelWords) {}
 
 uint64_t* ShmInterHost::channel(int from, int to) {
   return &words_[(static_cast<size_t>(from) * static_cast<size_t>(world_) + static_cast<size_t>(to)) * kChannelWords];
 }
 
 symmarResult_t ShmInterHost::install(symmarComm_t comm, int rank) {
-  auto* e = new Endpoint{this, rank, 0, 0, 0, 0};
+  auto* e = new Endpoint{this, rank, 0, 0, 0, 0, interleaved_};
   symmarResult_t res = symmarCommHostLayout(comm, &e->hosts, &e->host, &e->local_rank, &e->local_size);
   if (res == symmarSuccess) {
     res = symmarCommSetInterHost(

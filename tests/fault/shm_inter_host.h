@@ -16,11 +16,12 @@ class ShmInterHost {
   /// Largest record one exchange may carry.
   static constexpr size_t kSlotBytes = 64 << 10;
 
-  /// Mailboxes for every ordered pair of world ranks; create before fork.
-  explicit ShmInterHost(int world);
+  /// Mailboxes for every ordered pair of world ranks; create before fork. Hosts hold consecutive
+  /// ranks (SYMMAR_HOST_ID = rank / ranks-per-host), or with interleaved take ranks in turn
+  /// (SYMMAR_HOST_ID = rank % hosts).
+  explicit ShmInterHost(int world, bool interleaved = false);
 
-  /// Collective over the comm: installs the engine on this rank (symmarCommSetInterHost). Hosts
-  /// hold consecutive ranks, as SYMMAR_HOST_ID = rank / ranks-per-host lays them out.
+  /// Collective over the comm: installs the engine on this rank (symmarCommSetInterHost).
   symmarResult_t install(symmarComm_t comm, int rank);
 
  private:
@@ -29,6 +30,7 @@ class ShmInterHost {
   uint64_t* channel(int from, int to);  // [0]: full flag, [1]: bytes, then the record
 
   int world_;
+  bool interleaved_;
   mp::SharedWords words_;
 };
 

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -154,32 +155,44 @@ int sweep(symmarComm_t comm, bool flat) {
   return failed;
 }
 
-/// Reduce-scatter and all-gather across hosts: no form of their own spans hosts yet, so auto takes
-/// the mpi fallback (float32 small integers against a hand sum); a forced one-shot is refused.
-int scatterGather(symmarComm_t comm) {
+/// Reduce-scatter and all-gather across hosts, by the mpi fallback (auto: no row of these collectives
+/// spans hosts) and by the hierarchical one-shot form (forced; refused on a flat comm), float32
+/// small integers against a hand sum.
+int scatterGather(symmarComm_t comm, bool flat) {
   const size_t n = 1001;
   auto input = [](int r, size_t i) { return static_cast<float>(static_cast<int>((r * 7 + i * 3) % 17) - 8); };
   std::vector<float> whole(n * g_world), block(n);
-  for (size_t i = 0; i < whole.size(); ++i) whole[i] = input(g_rank, i);
   std::string why;
-  if (symmarReduceScatter(whole.data(), block.data(), n, symmarFloat32, symmarSum, comm, nullptr) != symmarSuccess) {
-    why = std::string("reduce-scatter: ") + symmarGetLastError(comm);
-  }
-  for (size_t j = 0; why.empty() && j < n; ++j) {
-    float want = 0;
-    for (int r = 0; r < g_world; ++r) want += input(r, static_cast<size_t>(g_rank) * n + j);
-    if (block[j] != want) why = "reduce-scatter element " + std::to_string(j) + " wrong";
-  }
-  for (size_t j = 0; j < n; ++j) block[j] = input(g_rank, j);
-  if (why.empty() && symmarAllGather(block.data(), whole.data(), n, symmarFloat32, comm, nullptr) != symmarSuccess) {
-    why = std::string("all-gather: ") + symmarGetLastError(comm);
-  }
-  for (size_t i = 0; why.empty() && i < whole.size(); ++i) {
-    if (whole[i] != input(static_cast<int>(i / n), i % n)) why = "all-gather element " + std::to_string(i) + " wrong";
-  }
-  if (why.empty() && symmarAllGatherAlgo(block.data(), whole.data(), n, symmarFloat32, symmarAlgoOneShot, comm,
-                                         nullptr) != symmarUnsupported) {
-    why = "a forced one-shot all-gather across hosts was not refused";
+  for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot}) {
+    const std::string name = algo == symmarAlgoAuto ? "auto" : "one-shot";
+    if (flat && algo != symmarAlgoAuto) {
+      if (symmarAllGatherAlgo(block.data(), whole.data(), n, symmarFloat32, algo, comm, nullptr) != symmarUnsupported) {
+        why = "a forced " + name + " all-gather on a flat comm was not refused";
+      }
+      continue;
+    }
+    for (size_t i = 0; i < whole.size(); ++i) whole[i] = input(g_rank, i);
+    std::fill(block.begin(), block.end(), 0.0f);
+    if (why.empty() && symmarReduceScatterAlgo(whole.data(), block.data(), n, symmarFloat32, symmarSum, algo, comm,
+                                               nullptr) != symmarSuccess) {
+      why = name + " reduce-scatter: " + symmarGetLastError(comm);
+    }
+    for (size_t j = 0; why.empty() && j < n; ++j) {
+      float want = 0;
+      for (int r = 0; r < g_world; ++r) want += input(r, static_cast<size_t>(g_rank) * n + j);
+      if (block[j] != want) why = name + " reduce-scatter element " + std::to_string(j) + " wrong";
+    }
+    for (size_t j = 0; j < n; ++j) block[j] = input(g_rank, j);
+    std::fill(whole.begin(), whole.end(), -100.0f);
+    if (why.empty() &&
+        symmarAllGatherAlgo(block.data(), whole.data(), n, symmarFloat32, algo, comm, nullptr) != symmarSuccess) {
+      why = name + " all-gather: " + symmarGetLastError(comm);
+    }
+    for (size_t i = 0; why.empty() && i < whole.size(); ++i) {
+      if (whole[i] != input(static_cast<int>(i / n), i % n)) {
+        why = name + " all-gather element " + std::to_string(i) + " wrong";
+      }
+    }
   }
   if (!why.empty()) fprintf(stderr, "rank %d FAILED: %s\n", g_rank, why.c_str());
   return allAgree(why.empty()) ? 0 : 1;
@@ -407,7 +420,7 @@ int main(int argc, char** argv) {
     if (g_rank == 0) printf("%s\n", text);
     failed += sweep(comm, !uniform);
     failed += fusedNorm(comm);
-    failed += scatterGather(comm);
+    failed += scatterGather(comm, !uniform);
     symmarCommDestroy(comm);
     if (uniform) failed += crossHostMismatch(cfg, local);
     if (uniform) failed += lateRank(cfg, local);

@@ -70,13 +70,13 @@ TEST(ScatterGatherPlan, RowsAreSizedByTheWholeBuffer) {
     SCOPED_TRACE(collectiveName(coll));
     const TableRow r = row(coll, {{symmarAlgoOneShot, 64 * 1024}});
     // 16 KiB per rank is 64 KiB in all at 4 ranks: the row's one-shot (thresholds are inclusive).
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 16 * 1024, coll, 1}), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 16 * 1024, coll}), symmarAlgoOneShot);
     // 32 KiB per rank is 128 KiB: above the row, the fallback, though 32 KiB alone is within it.
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 32 * 1024, coll, 1}), symmarAlgoMpi);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 32 * 1024, coll}), symmarAlgoMpi);
     // Without the fallback the row's symmetric algorithm serves any size.
-    EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 32 * 1024, coll, 1}), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 32 * 1024, coll}), symmarAlgoOneShot);
     // A count so large the whole buffer overflows size_t is above every threshold, not wrapped below.
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, SIZE_MAX / 2, coll, 1}), symmarAlgoMpi);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, SIZE_MAX / 2, coll}), symmarAlgoMpi);
   }
 }
 
@@ -86,13 +86,10 @@ TEST(ScatterGatherPlan, EntriesWithoutAFormOfTheCollectiveAreSkipped) {
   for (Collective coll : kScatterGather) {
     SCOPED_TRACE(collectiveName(coll));
     const TableRow r = row(coll, {{symmarAlgoLamport, 1024}, {symmarAlgoTwoShot, 4096}, {symmarAlgoOneShot, 65536}});
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 1}), symmarAlgoOneShot);
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 1 << 20, coll, 1}), symmarAlgoMpi);
-    // Across hosts one-shot has no form of these collectives: the fallback, or nothing.
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoMpi);
-    EXPECT_EQ(planScatterGather(r, host, 0, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoAuto);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll}), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 1 << 20, coll}), symmarAlgoMpi);
     for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport}) {
-      EXPECT_EQ(refusalOf(algo, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, coll, 1},
+      EXPECT_EQ(refusalOf(algo, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, coll},
                           algoBit(symmarAlgoNccl)),
                 Refusal::kCollective)
           << algoName(algo);
@@ -105,21 +102,21 @@ TEST(ScatterGatherPlan, MultimemServesWhereTheSwitchHasTheForm) {
   sw.multicast = 1;
   const uint32_t nccl = algoBit(symmarAlgoNccl);
   const Collective rs = Collective::kReduceScatter, ag = Collective::kAllGather;
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarBfloat16, symmarMax, 256, rs, 1}, nccl), Refusal::kNone);
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarSum, 256, rs, 1}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarBfloat16, symmarMax, 256, rs}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarSum, 256, rs}, nccl), Refusal::kNone);
   // No f32 max/min in the switch, no integer or f64 reduction in the kernels; a gather copies anything.
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarMax, 256, rs, 1}, nccl), Refusal::kOp);
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, rs, 1}, nccl), Refusal::kDtype);
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat64, symmarSum, 256, ag, 1}, nccl), Refusal::kNone);
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, ag, 1}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat32, symmarMax, 256, rs}, nccl), Refusal::kOp);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, rs}, nccl), Refusal::kDtype);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarFloat64, symmarSum, 256, ag}, nccl), Refusal::kNone);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, sw, {symmarInt32, symmarSum, 256, ag}, nccl), Refusal::kNone);
   // Without multicast, a switch without multimem (sm80) or no switch: refused with the reason.
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, ag, 1},
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, ag},
                       nccl),
             Refusal::kNoMulticast);
   symmarTopology_t ampere = topo(8, 0, symmarLinkNvSwitch, 8);
   ampere.multicast = 1;
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, ampere, {symmarFloat32, symmarSum, 256, rs, 1}, nccl), Refusal::kArch);
-  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 8), {symmarFloat32, symmarSum, 256, rs, 1},
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, ampere, {symmarFloat32, symmarSum, 256, rs}, nccl), Refusal::kArch);
+  EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 8), {symmarFloat32, symmarSum, 256, rs},
                       nccl),
             Refusal::kLink);
 }
@@ -134,12 +131,12 @@ TEST(ScatterGatherPlan, AnUnavailableMultimemGivesWayToOneShot) {
     r.arch = 90;
     r.link = symmarLinkNvSwitch;
     r.world = 8;
-    const Request request{symmarBfloat16, symmarSum, 64 << 10, coll, 1};  // 512 KiB in all
+    const Request request{symmarBfloat16, symmarSum, 64 << 10, coll};  // 512 KiB in all
     sw.multicast = 1;
     EXPECT_EQ(planScatterGather(r, sw, nccl, request), symmarAlgoMultimem);
     sw.multicast = 0;
     EXPECT_EQ(planScatterGather(r, sw, nccl, request), symmarAlgoOneShot);
-    EXPECT_EQ(planScatterGather(r, sw, nccl, {symmarBfloat16, symmarSum, 1 << 20, coll, 1}), symmarAlgoNccl);
+    EXPECT_EQ(planScatterGather(r, sw, nccl, {symmarBfloat16, symmarSum, 1 << 20, coll}), symmarAlgoNccl);
   }
 }
 
@@ -150,7 +147,7 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
   const uint32_t mpi = algoBit(symmarAlgoMpi), nccl = algoBit(symmarAlgoNccl);
   auto plan = [&](const symmarTopology_t& tp, Collective coll, size_t per_rank, uint32_t fallbacks) {
     const TableRow* r = t.resolve(tp.cc_major, tp.cc_minor, tp.link, tp.world_size, 1, coll);
-    return planScatterGather(*r, tp, fallbacks, {symmarFloat32, symmarSum, per_rank, coll, 1});
+    return planScatterGather(*r, tp, fallbacks, {symmarFloat32, symmarSum, per_rank, coll});
   };
   const symmarTopology_t host2 = topo(0, 0, symmarLinkHostMemory, 2), host4 = topo(0, 0, symmarLinkHostMemory, 4);
   // One-shot ahead of Open MPI at every size measured, for both collectives and both world
@@ -176,7 +173,7 @@ TEST(ScatterGatherPlan, EnvironmentForcesAndDisables) {
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2);
   for (Collective coll : kScatterGather) {
     const TableRow r = row(coll, {{symmarAlgoOneShot, kUnbounded}});
-    const Request request{symmarBfloat16, symmarSum, 4096, coll, 1};
+    const Request request{symmarBfloat16, symmarSum, 4096, coll};
     setenv("SYMMAR_ALGO", "mpi", 1);
     reloadPlanEnv();
     EXPECT_EQ(planScatterGather(r, host, mpi, request), symmarAlgoMpi);

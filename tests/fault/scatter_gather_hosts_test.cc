@@ -1,0 +1,90 @@
+// Reduce-scatter and all-gather across pretended hosts (SYMMAR_HOST_ID), the inter-host stage over
+// shared-memory mailboxes: every dtype, op and count (counts not divisible by anything, count 0,
+// counts chunked by a small staging buffer), in place and not, staged and symmetric inputs, on hosts
+// that hold consecutive ranks and on hosts that take ranks in turn (where a host's local index is
+// not its rank's block), each result checked against the float64 reference (mp::runGatherCase).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fault/shm_inter_host.h"
+#include "mp/mp_util.h"
+
+namespace {
+
+struct Layout {
+  int hosts;
+  int per_host;
+  bool interleaved;  ///< host of rank r: r % hosts (else r / per_host)
+  bool full;         ///< the whole case matrix (else a subset that still covers every dtype)
+};
+
+std::string layoutName(const Layout& l) {
+  return std::to_string(l.hosts) + "hostsOf" + std::to_string(l.per_host) + (l.interleaved ? "Interleaved" : "");
+}
+
+std::vector<mp::GatherCase> cases(bool full) {
+  std::vector<mp::GatherCase> out;
+  // 20000 elements per block take several chunks through the 64 KiB staging buffer below.
+  const size_t counts[] = {0, 1, 7, 1000, 20000};
+  const symmarDataType_t dtypes[] = {symmarFloat32, symmarFloat16, symmarBfloat16, symmarInt32, symmarFloat64};
+  for (bool scatter : {true, false}) {
+    for (symmarDataType_t dtype : dtypes) {
+      for (symmarRedOp_t op : {symmarSum, symmarMax, symmarMin}) {
+        if (!scatter && op != symmarSum) continue;
+        for (size_t count : counts) {
+          for (bool in_place : {false, true}) {
+            if (!full && (op != symmarSum || count == 7) && dtype != symmarBfloat16) continue;
+            out.push_back({scatter, dtype, op, count, in_place, symmarAlgoOneShot});
+            if (op == symmarSum && dtype == symmarFloat32) {  // auto, and inputs from symmarMemAlloc
+              out.push_back({scatter, dtype, op, count, in_place, symmarAlgoAuto});
+              out.push_back({scatter, dtype, op, count, in_place, symmarAlgoOneShot, 1});
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+class ScatterGatherAcrossHosts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ScatterGatherAcrossHosts, MatchTheReference) {
+  const Layout l = GetParam();
+  const int world = l.hosts * l.per_host;
+  const std::vector<mp::GatherCase> all = cases(l.full);
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  fault::ShmInterHost engine(world, l.interleaved);
+  const std::vector<int> status = mp::runForked(world, [&](int rank) {
+    const int host = l.interleaved ? rank % l.hosts : rank / l.per_host;
+    setenv("SYMMAR_HOST_ID", std::to_string(host).c_str(), 1);
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    cfg.timeout_ms = 20000;
+    cfg.staging_bytes = 64 << 10;  // chunks: at most 32 KiB a half, records well inside a mailbox
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    int hosts = 0, local_size = 0;
+    if (symmarCommHostLayout(comm, &hosts, nullptr, nullptr, &local_size) != symmarSuccess || hosts != l.hosts ||
+        local_size != l.per_host) {
+      return 101;
+    }
+    if (engine.install(comm, rank) != symmarSuccess) return 102;
+    int errors = 0;
+    for (size_t i = 0; i < all.size(); ++i) errors += mp::runGatherCase(comm, rank, world, all[i], static_cast<int>(i));
+    return (symmarCommDestroy(comm) == symmarSuccess ? 0 : 103) + (errors > 99 ? 99 : errors);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ScatterGatherAcrossHosts,
+                         ::testing::Values(Layout{2, 2, false, true}, Layout{2, 2, true, true},
+                                           Layout{3, 1, false, false}, Layout{2, 3, true, false},
+                                           Layout{4, 2, true, false}),
+                         [](const ::testing::TestParamInfo<Layout>& info) { return layoutName(info.param); });
