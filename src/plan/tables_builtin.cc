@@ -74,6 +74,15 @@ constexpr const char* kHostAllGatherSource =
     "0.57-0.84x: its three block copies against MPI's single-copy reads when the machine is slow); 4 ranks "
     "oversubscribed on 2 cores: 1.1-1.3x to 4 KiB, 1.3-1.7x at 16-256 KiB, level (0.95-1.02x) from 1 MiB to "
     "16 MiB; other worlds reuse these";
+// Across hosts: symmar_perf -C, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh), the
+// link between the simulated hosts MPI over shared memory (docs/performance.md).
+constexpr const char* kHostsReduceScatterSource =
+    "symmar_perf -C reducescatter, 2 simulated hosts x 2 ranks, float sum, 2026-12-02, 2-3 runs: "
+    "MPI_Reduce_scatter_block 13-112 us vs one-shot 39-114 us to 128 KiB (whole buffer); one-shot ahead from "
+    "256 KiB: 1.6-1.9x at 256 KiB, 1.4-2.0x at 512 KiB, 2.7-3.1x at 4 MiB, 5.4-5.9x at 32 MiB";
+constexpr const char* kHostsAllGatherSource =
+    "symmar_perf -C allgather, 2 simulated hosts x 2 ranks, float, 2026-12-02, two runs: MPI_Allgather ahead "
+    "of or level with one-shot at every size from 16 B to 32 MiB (one-shot 0.7-1.1x its speed)";
 constexpr const char* kGpuScatterGatherSource =
     "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
@@ -168,6 +177,10 @@ const Spec kSpecs[] = {
     // two-shot form: one-shot is the direct form over shared memory) ----
     {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
     {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostAllGatherSource, 1, AG},
+    // Across hosts (world = ranks per host; without the mpi fallback one-shot serves every size).
+    {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 128 * KiB}, {ONE, kUnbounded}}, kHostsReduceScatterSource,
+     2, RS},
+    {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, kUnbounded}}, kHostsAllGatherSource, 2, AG},
 
     // ---- GPUs: reduce-scatter and all-gather. No row names a kernel until one has been measured
     // on a GPU: NCCL serves, and one-shot where a comm has no NCCL ----

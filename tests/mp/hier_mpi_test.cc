@@ -155,9 +155,9 @@ int sweep(symmarComm_t comm, bool flat) {
   return failed;
 }
 
-/// Reduce-scatter and all-gather across hosts, by the mpi fallback (auto: no row of these collectives
-/// spans hosts) and by the hierarchical one-shot form (forced; refused on a flat comm), float32
-/// small integers against a hand sum.
+/// Reduce-scatter and all-gather across hosts, by auto (the hosts rows give 16 KiB to the mpi
+/// fallback) and by the hierarchical one-shot form (forced; refused on a flat comm), float32 small
+/// integers against a hand sum.
 int scatterGather(symmarComm_t comm, bool flat) {
   const size_t n = 1001;
   auto input = [](int r, size_t i) { return static_cast<float>(static_cast<int>((r * 7 + i * 3) % 17) - 8); };

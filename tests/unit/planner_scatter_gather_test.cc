@@ -58,8 +58,11 @@ TEST(ScatterGatherPlan, EveryKeyResolvesToARowOfItsOwnCollective) {
       EXPECT_EQ(host->world, w);
       EXPECT_GT(host->num_entries, 0);
     }
-    // Comms spanning hosts have no rows of these collectives: the empty row (the fallback serves).
-    EXPECT_EQ(t.resolve(0, 0, symmarLinkHostMemory, 2, 2, coll)->num_entries, 0);
+    // Comms spanning hosts have rows of their own, of this collective.
+    const TableRow* hosts = t.resolve(0, 0, symmarLinkHostMemory, 2, 2, coll);
+    EXPECT_EQ(hosts->coll, coll);
+    EXPECT_EQ(hosts->hosts, 2);
+    EXPECT_GT(hosts->num_entries, 0);
   }
 }
 
@@ -160,6 +163,18 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
       }
     }
   }
+  // Two hosts of 2 ranks (the row of 2 ranks per host; sizes the whole buffer of 4 ranks): MPI's
+  // reduce-scatter to 128 KiB, one-shot above; MPI's all-gather at every size; one-shot for both
+  // without the mpi fallback.
+  const symmarTopology_t hosts = topo(0, 0, symmarLinkHostMemory, 4);
+  auto planHosts = [&](Collective coll, size_t per_rank, uint32_t fallbacks) {
+    const TableRow* r = t.resolve(0, 0, symmarLinkHostMemory, 2, 2, coll);
+    return planScatterGather(*r, hosts, fallbacks, {symmarFloat32, symmarSum, per_rank, coll});
+  };
+  EXPECT_EQ(planHosts(Collective::kReduceScatter, 32 << 10, mpi), symmarAlgoMpi);
+  EXPECT_EQ(planHosts(Collective::kReduceScatter, 64 << 10, mpi), symmarAlgoOneShot);
+  EXPECT_EQ(planHosts(Collective::kAllGather, 8 << 20, mpi), symmarAlgoMpi);
+  for (Collective coll : kScatterGather) EXPECT_EQ(planHosts(coll, 4, 0), symmarAlgoOneShot);
   for (Collective coll : kScatterGather) {
     for (symmarLink_t link : kGpuLinks) {
       EXPECT_EQ(plan(topo(9, 0, link, 8), coll, 4096, nccl), symmarAlgoNccl);
