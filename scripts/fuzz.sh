@@ -21,4 +21,5 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSYMMAR_BUILD_FUZZERS=ON -DSYMMAR_FUZZ_SECONDS="$seconds"
 # Only the harnesses and what they link: the GoogleTest suites in the same tree are not needed here.
 cmake --build build-fuzz -j "$(nproc)" --target symmar_fuzzers
-ctest --test-dir build-fuzz -L fuzz --output-on-failure
+# Each harness runs in a process of its own: as many at once as there are cores.
+ctest --test-dir build-fuzz -L fuzz --output-on-failure -j "$(nproc)"

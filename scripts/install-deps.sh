@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev nlohmann-json3-dev libhwy-dev
           libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy python3-pytest python3-matplotlib
-          python3-venv clang libclang-rt-14-dev)
+          python3-venv clang libclang-rt-14-dev ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
