@@ -27,7 +27,9 @@ InterHost::~InterHost() {
     static std::mutex mutex;
     static auto* kept = new std::vector<std::vector<unsigned char>>;
     std::lock_guard<std::mutex> lock(mutex);
-    for (std::vector<unsigned char>* b : {&send_, &recv_, &reduced_, &receipt_, &receipts_}) kept->push_back(std::move(*b));
+    for (std::vector<unsigned char>* b : {&send_, &recv_, &reduced_, &receipt_, &receipts_}) {
+      kept->push_back(std::move(*b));
+    }
   }
 }
 
@@ -142,7 +144,8 @@ symmarResult_t InterHost::scatter(void* dst, size_t count, symmarDataType_t dtyp
   const size_t elem = symmarTypeSize(dtype);
   const size_t record = recordBytes(count, elem);
   if (span_ != count || pieces_.size() != static_cast<size_t>(hosts_) || pieces_[0].begin != 0) {
-    return fail(symmarInternalError, "inter-host stage: scatter of %zu elements after blocks() of another count", count);
+    return fail(symmarInternalError, "inter-host stage: scatter of %zu elements after blocks() of another count",
+                count);
   }
   ++seq_;
   for (size_t h = 0; h < pieces_.size(); ++h) {

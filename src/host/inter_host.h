@@ -79,9 +79,9 @@ class InterHost {
   const int host_;
   const int rank_;
   const int timeout_ms_;
-  uint64_t seq_ = 0;  // rounds exchanged: every host counts the same
+  uint64_t seq_ = 0;        // rounds exchanged: every host counts the same
   bool abandoned_ = false;  // an exchange failed: the engine may still touch the buffers
-  size_t span_ = 0;  // elements per piece of the current call
+  size_t span_ = 0;         // elements per piece of the current call
   std::vector<Piece> pieces_;
   std::vector<unsigned char> send_, recv_, reduced_, receipt_, receipts_;
   size_t gathered_record_ = 0;  // bytes per record of the last gather()

@@ -34,7 +34,9 @@ symmarResult_t checkedCall(symmarComm_t comm, int rank, Kind kind, bool* wrong) 
     res = symmarReduceScatterAlgo(whole.data(), block.data(), n, symmarFloat32, symmarSum, symmarAlgoOneShot, comm,
                                   nullptr);
     // Element j of this rank's block: (0 + rank * n + j) + (10 + rank * n + j).
-    for (size_t j = 0; j < n; ++j) *wrong |= block[j] != static_cast<float>(10 + 2 * (static_cast<size_t>(rank) * n + j));
+    for (size_t j = 0; j < n; ++j) {
+      *wrong |= block[j] != static_cast<float>(10 + 2 * (static_cast<size_t>(rank) * n + j));
+    }
   } else {
     for (size_t j = 0; j < n; ++j) block[j] = static_cast<float>(10 * rank + static_cast<int>(j));
     res = symmarAllGatherAlgo(block.data(), whole.data(), n, symmarFloat32, symmarAlgoOneShot, comm, nullptr);
@@ -67,7 +69,8 @@ void lateRankCase(bool destroy_after_failure, bool two_hosts = false, Kind kind 
     sleepMs(kTimeoutMs + 500);
     symmarResult_t res = checkedCall(comm, 1, kind, &wrong);
     if (res == symmarSuccess) {
-      fprintf(stderr, "rank 1: completed a call rank 0 had failed (%s)\n", wrong ? "wrong values" : "values happened to fit");
+      fprintf(stderr, "rank 1: completed a call rank 0 had failed (%s)\n",
+              wrong ? "wrong values" : "values happened to fit");
       return 13;
     }
     // Across hosts no failed mark can be seen: the peer's missing second record times the call out.

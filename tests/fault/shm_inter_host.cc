@@ -31,7 +31,9 @@ struct ShmInterHost::Endpoint {
 };
 
 ShmInterHost::ShmInterHost(int world, bool interleaved)
-    : world_(world), interleaved_(interleaved), words_(static_cast<size_t>(world) * static_cast<size_t>(world) * kChannelWords) {}
+    : world_(world),
+      interleaved_(interleaved),
+      words_(static_cast<size_t>(world) * static_cast<size_t>(world) * kChannelWords) {}
 
 uint64_t* ShmInterHost::channel(int from, int to) {
   return &words_[(static_cast<size_t>(from) * static_cast<size_t>(world_) + static_cast<size_t>(to)) * kChannelWords];
