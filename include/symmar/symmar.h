@@ -88,7 +88,10 @@ typedef enum {
       readers wait on the data itself, with no barrier, -0.0 in every 16-bit half meaning "not
       written yet". f16/bf16 inputs' -0.0 is sent as +0.0 and the one f32 value with that bit
       pattern (the denormal -4.6e-41) as -0.0, so a result can differ from one-shot only in the
-      sign of a zero sum or by that denormal. */
+      sign of a zero sum or by that denormal. The host backend's reduce-scatter and all-gather
+      forms (one host; a block of at most SYMMAR_LAMPORT_MAX_BYTES per rank, any dtype) send
+      their data raw behind a completion mark: every bit arrives as it was. A lamport call that
+      does not match its peers' fails the comm, not just the call. */
   symmarAlgoLamport = 6,
   symmarNumAlgos
 } symmarAlgo_t;
@@ -242,8 +245,8 @@ symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t co
  * moves no data (buffers may be NULL) and, on the host backend, still takes part in call matching.
  * fp16/bf16 accumulate in fp32, in rank order: every rank's block is reduced the same way, so a
  * reduce-scatter followed by an all-gather gives every rank the same bits. Host backend: complete
- * on return, stream must be NULL. Served by symmarAlgoOneShot on a host comm that shares memory,
- * by the fallbacks (nccl, mpi) elsewhere.
+ * on return, stream must be NULL. Served by symmarAlgoOneShot (and symmarAlgoLamport for small
+ * blocks on one host) on a host comm that shares memory, by the fallbacks (nccl, mpi) elsewhere.
  */
 symmarResult_t symmarReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, symmarDataType_t dtype,
                                    symmarRedOp_t op, symmarComm_t comm, void* stream);

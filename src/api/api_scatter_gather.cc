@@ -21,7 +21,7 @@ symmarResult_t scatterGather(ScatterGatherCall c, symmarComm* comm, const char* 
   if (c.count > 0) {
     SYMMAR_CHECK(checkScatterGatherBuffers(c.coll, c.send, c.recv, c.count, c.dtype, comm->rank, comm->nranks, fn));
   }
-  const Request request{c.dtype, c.op, c.count * c.elem(), c.coll};
+  const Request request{c.dtype, c.op, c.count * c.elem(), c.coll, comm->placement.hosts};
   const uint32_t fallbacks = comm->fallbacks(c.coll);
   if (c.algo == symmarAlgoAuto) {
     c.algo = planScatterGather(comm->row(c.coll), comm->topo, fallbacks, request);

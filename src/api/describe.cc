@@ -24,7 +24,8 @@ std::string entriesText(const symmarComm& comm, const TableRow& row) {
   uint32_t runnable = 0;
   for (int d = 0; d < symmarNumTypes; ++d) {
     for (int o = 0; o < symmarNumOps; ++o) {
-      const Request request{static_cast<symmarDataType_t>(d), static_cast<symmarRedOp_t>(o), 0, row.coll};
+      const Request request{static_cast<symmarDataType_t>(d), static_cast<symmarRedOp_t>(o), 0, row.coll,
+                            comm.placement.hosts};
       runnable |= availableAlgos(comm.topo, request, fallbacks);
     }
   }
@@ -34,7 +35,7 @@ std::string entriesText(const symmarComm& comm, const TableRow& row) {
     text += std::string(i ? ", " : " ") + symmarAlgoName(algo) + "<=" + bytesText(row.entries[i].max_bytes);
     if (runnable & algoBit(algo)) continue;
     // The reason for a reduction every algorithm's kernels take (the refusal is then not the dtype's).
-    const Request request{symmarFloat16, symmarSum, 0, row.coll};
+    const Request request{symmarFloat16, symmarSum, 0, row.coll, comm.placement.hosts};
     const char* why = refusalText(refusalOf(algo, comm.topo, request, fallbacks));
     text += (algo == symmarAlgoMultimem && (runnable & algoBit(symmarAlgoTwoShot)) ? " (runs twoshot here: "
                                                                                      : " (not on this comm: ") +

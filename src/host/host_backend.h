@@ -58,7 +58,25 @@ class HostBackend : public Backend {
   symmarResult_t checkCallable(void* stream) const;
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
+  /// One lamport message per peer (host_lamport.cc): peer p gets bytes from send + p * stride;
+  /// travelling: sent in the allreduce's encoding (no word equal to the empty pattern), else raw.
+  struct LamportMessage {
+    uint64_t signature;
+    const char* send;
+    size_t stride;
+    size_t bytes;
+    size_t elem;
+    bool travelling;
+  };
+  /// Publishes m to every peer (and to this rank's own slot when travelling), waits for every
+  /// peer's message of this call and checks it; then srcs_[p] points at peer p's data (srcs_[rank_]
+  /// at this rank's own slot). A mismatch or corrupt data breaks the comm.
+  symmarResult_t lamportExchange(const LamportMessage& m);
+  /// After the data of a lamport call of `bytes` per slot was used: clears the buffer the previous
+  /// call read and moves on to the next buffer.
+  void retireLamportBuffer(size_t bytes);
   symmarResult_t runLamport(const Call& call);  // host_lamport.cc
+  symmarResult_t runLamportScatterGather(const ScatterGatherCall& call);
   symmarResult_t runReduceScatter(const ScatterGatherCall& call);  // host_scatter_gather.cc
   symmarResult_t runAllGather(const ScatterGatherCall& call);
   // Across hosts (host_scatter_gather_hosts.cc): within each host as above, between hosts through

@@ -11,6 +11,12 @@
 // (the call number, which barrier calls advance too), so a lamport call never pairs with a peer's lamport call
 // from another place in the sequence. The ring index is kept apart from that wrapping number: 2^32
 // is no multiple of 3.
+//
+// Reduce-scatter and all-gather take the same exchange with each peer's own payload (its block of
+// the input, or the whole input) in its raw bits: the acquired trailer is what says the data
+// arrived, so no data word needs to differ from the empty pattern, and a copy stays exact for every
+// dtype. The allreduce keeps the travelling encoding: the GPU twin has no trailer and waits on the
+// data words themselves, and the host reduces the same values it does.
 #include <cstdint>
 #include <cstring>
 
@@ -43,25 +49,30 @@ bool empty(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE) == s
 
 }  // namespace
 
-symmarResult_t HostBackend::runLamport(const Call& c) {
-  const size_t bytes = c.count * c.elem;
-  // The dtype and the size were checked against lamport's record (plan/algorithms.cc) before the call.
+symmarResult_t HostBackend::lamportExchange(const LamportMessage& m) {
   const uint32_t call = sync_->takeCallNumber();  // wraps: only compared for equality (the signature) and order
   const int buf = sync_->lamportBuffer();
-  const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
-  const size_t words = (bytes + 3) / 4;
-  const size_t trailer = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
+  const size_t words = (m.bytes + 3) / 4;
+  const size_t trailer = (m.bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
   uint32_t sig[4];
-  const uint64_t numbered = numberedSignature(c.signature(), call);
+  const uint64_t numbered = numberedSignature(m.signature, call);
   for (int k = 0; k < 4; ++k) sig[k] = sched::lamportHeaderWord(numbered, k);
 
-  // Publish: every peer's slot for this rank, and this rank's own slot of its own buffer (so the
-  // reduction reads every rank's input as it travels, which keeps all ranks' bits equal).
-  for (int i = 0; i < world_; ++i) {
+  // Publish: every peer's slot for this rank (and this rank's own slot of its own buffer when the
+  // message travels encoded, so the reduction reads every rank's input alike, which keeps all
+  // ranks' bits equal).
+  for (int i = m.travelling ? 0 : 1; i < world_; ++i) {
     const int p = (rank_ + i) % world_;
+    const char* payload = m.send + static_cast<size_t>(p) * m.stride;
     uint32_t* slot = heap_->lamportSlot(p, buf, rank_);
     for (int k = 0; k < 4; ++k) __atomic_store_n(slot + kHeaderWord + k, sig[k], __ATOMIC_RELEASE);
-    for (size_t w = 0; w < words; ++w) __atomic_store_n(slot + w, travellingWord(c.send, bytes, w, c.elem), __ATOMIC_RELAXED);
+    if (m.travelling) {
+      for (size_t w = 0; w < words; ++w) {
+        __atomic_store_n(slot + w, travellingWord(payload, m.bytes, w, m.elem), __ATOMIC_RELAXED);
+      }
+    } else if (m.bytes > 0) {
+      std::memcpy(slot, payload, m.bytes);  // read only after the trailer's acquire
+    }
     for (int k = 0; k < 3; ++k) __atomic_store_n(slot + trailer + k, sig[k], __ATOMIC_RELAXED);
     __atomic_store_n(slot + trailer + 3, sig[3], __ATOMIC_RELEASE);  // publishes everything above
   }
@@ -88,8 +99,8 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
       // them. Peers learn it from this rank's failed state; this rank refuses every later call.
       return sync_->breakComm(
           fail(symmarInvalidUsage,
-               "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in count, dtype, op or "
-               "place in the order; every rank must make the same calls in the same order",
+               "collective mismatch: rank %d's call (%s) differs from rank %d's lamport call in collective, count, "
+               "dtype, op or place in the order; every rank must make the same calls in the same order",
                commRank(p), other_call ? "not a lamport call" : "another lamport call", commRank(rank_)),
           sched::nextEpoch(sync_->epoch()));
     }
@@ -97,9 +108,9 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
       res = sync_->waitUntil(p, [slot, trailer] { return !empty(slot + trailer + 3); }, "the end of a lamport call");
     }
     if (res != symmarSuccess) return sync_->failCall(res);
-    bool complete = std::memcmp(slot + trailer, sig, sizeof(sig)) == 0;  // a word still empty was never written
-    for (size_t w = 0; w < words; ++w) complete = complete && slot[w] != sched::kLamportEmpty;
-    if (!complete) {
+    bool complete = std::memcmp(slot + trailer, sig, sizeof(sig)) == 0;
+    for (size_t w = 0; m.travelling && w < words; ++w) complete = complete && slot[w] != sched::kLamportEmpty;
+    if (!complete) {  // a word still empty was never written
       return sync_->breakComm(fail(symmarPeerFailure, "rank %d's lamport data is incomplete or corrupt", commRank(p)),
                               sched::nextEpoch(sync_->epoch()));
     }
@@ -113,17 +124,50 @@ symmarResult_t HostBackend::runLamport(const Call& c) {
     if (res != symmarSuccess) return sync_->failCall(res);
   }
   srcs_[rank_] = heap_->lamportSlot(rank_, buf, rank_);
-  reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
+  return symmarSuccess;
+}
 
+void HostBackend::retireLamportBuffer(size_t bytes) {
   // Clear what the previous call left in the buffer it read: every slot's data, trailer and header.
+  const int buf = sync_->lamportBuffer();
+  const int prev = (buf + sched::kLamportBuffers - 1) % sched::kLamportBuffers;
   for (int p = 0; p < world_; ++p) {
     uint32_t* slot = heap_->lamportSlot(rank_, prev, p);
     for (size_t w = 0; w < lamport_used_[prev]; ++w) slot[w] = sched::kLamportEmpty;
     for (int k = 0; k < 4; ++k) slot[kHeaderWord + k] = sched::kLamportEmpty;
   }
-  lamport_used_[buf] = trailer + 4;
+  lamport_used_[buf] = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4 + 4;  // data and trailer
   sync_->advanceLamportBuffer();
+}
+
+symmarResult_t HostBackend::runLamport(const Call& c) {
+  // The dtype and the size were checked against lamport's record (plan/algorithms.cc) before the call.
+  SYMMAR_CHECK(lamportExchange({c.signature(), c.send, 0, c.count * c.elem, c.elem, true}));
+  reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
+  retireLamportBuffer(c.count * c.elem);
   return combineFromOutput(c, 0, c.count, nullptr);
+}
+
+symmarResult_t HostBackend::runLamportScatterGather(const ScatterGatherCall& c) {
+  const size_t block = c.count * c.elem();
+  const char* send = static_cast<const char*>(c.send);
+  char* recv = static_cast<char*>(c.recv);
+  const bool scatter = c.coll == Collective::kReduceScatter;
+  // Reduce-scatter: peer p gets this rank's block p; all-gather: every peer gets the input.
+  SYMMAR_CHECK(lamportExchange({callSignature(c), send, scatter ? block : 0, block, c.elem(), false}));
+  if (scatter) {
+    srcs_[rank_] = send + static_cast<size_t>(rank_) * block;  // this rank's own block: from its input
+    // In place the output is this rank's own input block: each element is read before it is written.
+    reduceRanks(recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
+  } else {
+    for (int p = 0; p < world_; ++p) {
+      char* out = recv + static_cast<size_t>(p) * block;
+      const char* in = p == rank_ ? send : static_cast<const char*>(srcs_[p]);
+      if (out != in && block > 0) copyBytes(out, in, block);
+    }
+  }
+  retireLamportBuffer(block);
+  return symmarSuccess;
 }
 
 }  // namespace symmar

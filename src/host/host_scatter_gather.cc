@@ -29,6 +29,7 @@ symmarResult_t HostBackend::scatterGather(const ScatterGatherCall& c) {
     if (c.send != c.recv && c.count > 0) memmove(c.recv, c.send, c.count * c.elem());
     return symmarSuccess;
   }
+  if (c.algo == symmarAlgoLamport) return runLamportScatterGather(c);  // host_lamport.cc; count 0 too
   if (c.count == 0) {  // moves nothing, but takes part in call matching like any other call
     return sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c));
   }

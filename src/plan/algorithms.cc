@@ -43,13 +43,16 @@ Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
 }
 
 /// Lamport: GPUs with peer access (it pushes into peers' memory; staging in host memory is no
-/// peer access) and the host backend's twin; f32/f16/bf16 only (the empty pattern is a valid i32
-/// and half an f64).
+/// peer access) and the host backend's twin; the allreduce in f32/f16/bf16 only (the empty pattern
+/// is a valid i32 and half an f64). The host also has reduce-scatter and all-gather forms, within
+/// one host, in every dtype (their data travels raw: a trailer marks its arrival).
 Refusal lamport(const symmarTopology_t& t, const Request& r, uint32_t) {
   const bool peer =
       t.cc_major > 0 && (t.link == symmarLinkNvSwitch || t.link == symmarLinkNvLink || t.link == symmarLinkPcie);
   if (t.link != symmarLinkHostMemory && !peer) return Refusal::kLink;
-  if (r.coll != Collective::kAllReduce) return Refusal::kCollective;
+  if (r.coll != Collective::kAllReduce) {
+    return t.link == symmarLinkHostMemory && r.hosts == 1 ? Refusal::kNone : Refusal::kCollective;
+  }
   return kernelDtype(r.dtype) ? Refusal::kNone : Refusal::kDtype;
 }
 

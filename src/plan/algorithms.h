@@ -35,6 +35,7 @@ struct Request {
   symmarRedOp_t op;
   size_t bytes;
   Collective coll = Collective::kAllReduce;
+  int hosts = 1;  ///< hosts the comm spans (the host's lamport reduce-scatter and all-gather serve one)
 };
 
 struct AlgorithmTraits {

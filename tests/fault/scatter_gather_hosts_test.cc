@@ -76,6 +76,13 @@ TEST_P(ScatterGatherAcrossHosts, MatchTheReference) {
       return 101;
     }
     if (engine.install(comm, rank) != symmarSuccess) return 102;
+    // Lamport's forms serve one host only: refused before the call, on every rank alike.
+    float x[8] = {}, y[8] = {};
+    if (symmarAllGatherAlgo(x, y, 1, symmarFloat32, symmarAlgoLamport, comm, nullptr) != symmarUnsupported ||
+        symmarReduceScatterAlgo(x, y, 1, symmarFloat32, symmarSum, symmarAlgoLamport, comm, nullptr) !=
+            symmarUnsupported) {
+      return 104;
+    }
     int errors = 0;
     for (size_t i = 0; i < all.size(); ++i) errors += mp::runGatherCase(comm, rank, world, all[i], static_cast<int>(i));
     return (symmarCommDestroy(comm) == symmarSuccess ? 0 : 103) + (errors > 99 ? 99 : errors);

@@ -151,8 +151,12 @@ symmarResult_t makeScatterGatherCall(symmarComm_t comm, const Schedule& s, int r
   const bool scatter = c.kind == kReduceScatter;
   std::vector<char> send((scatter ? whole : n) * es + 16), recv((scatter ? n : whole) * es + 16);
   for (size_t i = 0; i < (scatter ? whole : n); ++i) symmar::storeElement(send.data(), c.dtype, i, inputAt(r, k, i));
-  const symmarResult_t res = scatter ? symmarReduceScatter(send.data(), recv.data(), n, c.dtype, c.op, comm, nullptr)
-                                     : symmarAllGather(send.data(), recv.data(), n, c.dtype, comm, nullptr);
+  // On one host, every other call takes lamport's forms (barrier-free, so their mismatches and
+  // failures take other paths); across hosts lamport has no form of these collectives.
+  const symmarAlgo_t algo = s.per_host == s.world && k % 2 ? symmarAlgoLamport : symmarAlgoAuto;
+  const symmarResult_t res =
+      scatter ? symmarReduceScatterAlgo(send.data(), recv.data(), n, c.dtype, c.op, algo, comm, nullptr)
+              : symmarAllGatherAlgo(send.data(), recv.data(), n, c.dtype, algo, comm, nullptr);
   if (res != symmarSuccess) return res;
   for (size_t i = 0; i < (scatter ? n : whole); ++i) {
     const double want = scatter ? reduceRef(s, k, c, static_cast<size_t>(r) * n + i)

@@ -39,6 +39,8 @@ std::vector<mp::GatherCase> cases(bool full) {
             if (!full && (op != symmarSum || count == 7) && dtype != symmarBfloat16) continue;
             const symmarAlgo_t algo = in_place ? symmarAlgoOneShot : symmarAlgoAuto;
             out.push_back({scatter, dtype, op, count, in_place, algo});
+            // Lamport's raw exchange: every dtype, blocks up to its slot's size.
+            if (count <= 1000) out.push_back({scatter, dtype, op, count, in_place, symmarAlgoLamport});
             // Inputs in the symmetric heap, read in place by the peers: on every rank, on some.
             const int symmetric = count % 2 ? 2 : 1;
             if (op == symmarSum && dtype != symmarFloat64) out.push_back({scatter, dtype, op, count, in_place, algo, symmetric});
@@ -197,24 +199,26 @@ TEST(HostScatterGather, CallsAcrossTheEpochWrap) {
 }
 
 // A reduce-scatter on one rank against an all-gather (or an allreduce) of the same count on the
-// other is a mismatch on both ranks, not a pairing; the next matching calls pair correctly.
+// other is a mismatch on both ranks, not a pairing; the next matching calls pair correctly. One-shot
+// throughout: barrier calls that did not match leave nothing behind (lamport's do: below).
 TEST(HostScatterGather, MismatchedCollectivesFailOnBothRanks) {
   const int world = 2;
   std::vector<symmarComm_t> comms(world);
   symmarConfig_t cfg = testConfig(5000);
   ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
   auto errors = mp::runThreads(world, [&](int rank) {
+    const symmarAlgo_t kOneShot = symmarAlgoOneShot;
     float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {};
     int wrong = 0;
     for (int other = 0; other < 3; ++other) {  // rank 1: all-gather, allreduce, reduce-scatter of count 0
       symmarResult_t res;
       if (rank == 0) {
-        res = symmarReduceScatter(in, out, 4, symmarFloat32, symmarSum, comms[rank], nullptr);
+        res = symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, kOneShot, comms[rank], nullptr);
       } else if (other == 0) {
-        res = symmarAllGather(in, out, 4, symmarFloat32, comms[rank], nullptr);
+        res = symmarAllGatherAlgo(in, out, 4, symmarFloat32, kOneShot, comms[rank], nullptr);
       } else if (other == 1) {
         // One-shot: a barrier call against lamport's barrier-free one would fail the comm for good.
-        res = symmarAllReduceAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoOneShot, comms[rank], nullptr);
+        res = symmarAllReduceAlgo(in, out, 4, symmarFloat32, symmarSum, kOneShot, comms[rank], nullptr);
       } else {
         res = symmarReduceScatter(nullptr, nullptr, 0, symmarFloat32, symmarSum, comms[rank], nullptr);
       }
@@ -223,9 +227,85 @@ TEST(HostScatterGather, MismatchedCollectivesFailOnBothRanks) {
         ++wrong;
       }
       // The next call matches on both ranks and pairs with its counterpart.
-      wrong += symmarReduceScatter(in, out, 4, symmarFloat32, symmarSum, comms[rank], nullptr) != symmarSuccess;
+      wrong += symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, kOneShot, comms[rank], nullptr) !=
+               symmarSuccess;
       for (int j = 0; j < 4; ++j) wrong += out[j] != 2 * in[rank * 4 + j];
     }
+    return wrong;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+  }
+}
+
+// Lamport calls that differ (a reduce-scatter against an all-gather, or against a one-shot
+// all-gather of the same count) fail on both ranks, and the comm with them: the mismatched call left
+// data in the lamport buffers that no later call may take for its own.
+TEST(HostScatterGather, LamportMismatchFailsTheCommOnBothRanks) {
+  for (symmarAlgo_t other : {symmarAlgoLamport, symmarAlgoOneShot}) {
+    const int world = 2;
+    std::vector<symmarComm_t> comms(world);
+    symmarConfig_t cfg = testConfig(5000);
+    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+    auto errors = mp::runThreads(world, [&](int rank) {
+      float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {};
+      const symmarResult_t res =
+          rank == 0 ? symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoLamport, comms[rank], nullptr)
+                    : symmarAllGatherAlgo(in, out, 4, symmarFloat32, other, comms[rank], nullptr);
+      int wrong = 0;
+      if (res != symmarInvalidUsage || std::string(symmarGetLastError(comms[rank])).find("mismatch") == std::string::npos) {
+        fprintf(stderr, "rank %d against %s: %s (%s)\n", rank, symmarAlgoName(other), symmarGetErrorString(res),
+                symmarGetLastError(comms[rank]));
+        ++wrong;
+      }
+      wrong += symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoLamport, comms[rank], nullptr) ==
+               symmarSuccess;
+      return wrong;
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(errors[r], 0) << "rank " << r << " against " << symmarAlgoName(other);
+      EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
+    }
+  }
+}
+
+// Lamport's reduce-scatter and all-gather send their data raw: every bit pattern arrives as it was,
+// the lamport empty pattern (0x80008000, a negative float32 denormal) and negative zeros included,
+// which the allreduce's travelling encoding would have turned into other values.
+TEST(HostScatterGather, LamportCarriesEveryBitPattern) {
+  const int world = 3;
+  const size_t n = 12;  // per rank
+  const uint32_t patterns[] = {0x80008000u, 0x80000000u, 0x00008000u, 0xffffffffu, 0x7fc00001u, 0x00000000u};
+  auto word = [&](int rank, size_t i) { return patterns[(i + static_cast<size_t>(rank)) % 6]; };
+  std::vector<symmarComm_t> comms(world);
+  symmarConfig_t cfg = testConfig();
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  auto errors = mp::runThreads(world, [&](int rank) {
+    int wrong = 0;
+    // All-gather: every rank's words at its place, bit for bit.
+    std::vector<uint32_t> send(n), gathered(n * world);
+    for (size_t i = 0; i < n; ++i) send[i] = word(rank, i);
+    if (symmarAllGatherAlgo(send.data(), gathered.data(), n, symmarFloat32, symmarAlgoLamport, comms[rank], nullptr) !=
+        symmarSuccess) {
+      return 100;
+    }
+    for (size_t j = 0; j < n * world; ++j) wrong += gathered[j] != word(static_cast<int>(j / n), j % n);
+    // Reduce-scatter, float32 sums of the same value on every rank: 3 * -2^-134 (0x80018000), -0.0.
+    std::vector<uint32_t> in(n * world), block(n);
+    for (size_t j = 0; j < n * world; ++j) in[j] = j % 2 ? 0x80008000u : 0x80000000u;
+    if (symmarReduceScatterAlgo(in.data(), block.data(), n, symmarFloat32, symmarSum, symmarAlgoLamport, comms[rank],
+                                nullptr) != symmarSuccess) {
+      return 200;
+    }
+    for (size_t i = 0; i < n; ++i) wrong += block[i] != ((rank * n + i) % 2 ? 0x80018000u : 0x80000000u);
+    // float16 sums of -0.0: -0.0 (0x8000), as IEEE adds them.
+    std::vector<uint16_t> halves(n * world, 0x8000u), half_block(n);
+    if (symmarReduceScatterAlgo(halves.data(), half_block.data(), n, symmarFloat16, symmarSum, symmarAlgoLamport,
+                                comms[rank], nullptr) != symmarSuccess) {
+      return 300;
+    }
+    for (size_t i = 0; i < n; ++i) wrong += half_block[i] != 0x8000u;
     return wrong;
   });
   for (int r = 0; r < world; ++r) {
@@ -256,16 +336,24 @@ TEST(HostScatterGather, BadArgumentsAreRefusedBeforeTheCall) {
             symmarInvalidArgument);
   EXPECT_EQ(symmarAllGatherAlgo(b, b + 16, 8, symmarFloat32, static_cast<symmarAlgo_t>(42), comm, nullptr),
             symmarInvalidArgument);
-  for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport, symmarAlgoMultimem, symmarAlgoNccl, symmarAlgoMpi}) {
+  for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoMultimem, symmarAlgoNccl, symmarAlgoMpi}) {
     EXPECT_EQ(symmarReduceScatterAlgo(b, b + 16, 8, symmarFloat32, symmarSum, algo, comm, nullptr), symmarUnsupported)
         << symmarAlgoName(algo);
     EXPECT_EQ(symmarAllGatherAlgo(b, b + 16, 8, symmarFloat32, algo, comm, nullptr), symmarUnsupported)
         << symmarAlgoName(algo);
   }
+  // Lamport's blocks must fit its slots (the bound is per rank's block).
+  const size_t too_many = SYMMAR_LAMPORT_MAX_BYTES / sizeof(float) + 1;
+  std::vector<float> big(too_many, 1.0f);
+  EXPECT_EQ(symmarAllGatherAlgo(big.data(), big.data(), too_many, symmarFloat32, symmarAlgoLamport, comm, nullptr),
+            symmarUnsupported);
+  EXPECT_NE(lastError().find("larger than its buffers hold"), std::string::npos) << lastError();
   EXPECT_EQ(symmarAllGather(b, b + 16, 8, symmarFloat32, comm, reinterpret_cast<void*>(1)), symmarInvalidArgument);
   for (float v : buf) ASSERT_EQ(v, 1.0f) << "a refused call wrote";
   // One rank: the identity, in place or not.
   EXPECT_EQ(symmarReduceScatter(b, b + 32, 8, symmarFloat32, symmarSum, comm, nullptr), symmarSuccess);
   EXPECT_EQ(symmarAllGather(b, b, 8, symmarFloat32, comm, nullptr), symmarSuccess);
+  EXPECT_EQ(symmarAllGatherAlgo(b, b + 32, 8, symmarFloat32, symmarAlgoLamport, comm, nullptr), symmarSuccess);
+  for (float v : buf) ASSERT_EQ(v, 1.0f) << "an identity changed a value";
   EXPECT_EQ(symmarCommDestroy(comm), symmarSuccess);
 }

@@ -89,7 +89,10 @@ TEST(ScatterGatherPlan, EntriesWithoutAFormOfTheCollectiveAreSkipped) {
   for (Collective coll : kScatterGather) {
     SCOPED_TRACE(collectiveName(coll));
     const TableRow r = row(coll, {{symmarAlgoLamport, 1024}, {symmarAlgoTwoShot, 4096}, {symmarAlgoOneShot, 65536}});
-    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll}), symmarAlgoOneShot);
+    // Sizes per rank; the row's are the whole buffer's (2 ranks). Lamport has host forms on one host.
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll}), symmarAlgoLamport);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 256, coll, 2}), symmarAlgoOneShot);
+    EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 1024, coll}), symmarAlgoOneShot);
     EXPECT_EQ(planScatterGather(r, host, mpi, {symmarFloat32, symmarSum, 1 << 20, coll}), symmarAlgoMpi);
     for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport}) {
       EXPECT_EQ(refusalOf(algo, topo(9, 0, symmarLinkNvSwitch, 8), {symmarFloat32, symmarSum, 256, coll},
