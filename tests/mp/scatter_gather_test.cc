@@ -251,10 +251,12 @@ TEST(HostScatterGather, LamportMismatchFailsTheCommOnBothRanks) {
     auto errors = mp::runThreads(world, [&](int rank) {
       float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {};
       const symmarResult_t res =
-          rank == 0 ? symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoLamport, comms[rank], nullptr)
-                    : symmarAllGatherAlgo(in, out, 4, symmarFloat32, other, comms[rank], nullptr);
+          rank == 0
+              ? symmarReduceScatterAlgo(in, out, 4, symmarFloat32, symmarSum, symmarAlgoLamport, comms[rank], nullptr)
+              : symmarAllGatherAlgo(in, out, 4, symmarFloat32, other, comms[rank], nullptr);
       int wrong = 0;
-      if (res != symmarInvalidUsage || std::string(symmarGetLastError(comms[rank])).find("mismatch") == std::string::npos) {
+      if (res != symmarInvalidUsage ||
+          std::string(symmarGetLastError(comms[rank])).find("mismatch") == std::string::npos) {
         fprintf(stderr, "rank %d against %s: %s (%s)\n", rank, symmarAlgoName(other), symmarGetErrorString(res),
                 symmarGetLastError(comms[rank]));
         ++wrong;
