@@ -95,3 +95,31 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ScatterGatherAcrossHosts,
                                            Layout{3, 1, false, false}, Layout{2, 3, true, false},
                                            Layout{4, 2, true, false}),
                          [](const ::testing::TestParamInfo<Layout>& info) { return layoutName(info.param); });
+
+// The host's barrier epochs and call numbers wrap during a run of reduce-scatters and all-gathers
+// across two pretended hosts (the inter-host sequence is 64-bit): every result stays exact.
+TEST(ScatterGatherAcrossHosts, CallsAcrossTheEpochWrap) {
+  const int hosts = 2, per_host = 2, world = hosts * per_host;
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  fault::ShmInterHost engine(world, false);
+  const std::vector<int> status = mp::runForked(world, [&](int rank) {
+    setenv("SYMMAR_HOST_ID", std::to_string(rank / per_host).c_str(), 1);
+    setenv("SYMMAR_EPOCH_START", "4294967100", 1);  // wraps after about 200 barriers
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    cfg.timeout_ms = 20000;
+    cfg.staging_bytes = 16 << 10;  // the larger counts take several chunks, so several barriers
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    if (engine.install(comm, rank) != symmarSuccess) return 102;
+    int errors = 0;
+    for (int call = 0; call < 500 && errors == 0; ++call) {
+      const size_t count = 1 + static_cast<size_t>(call * 7919) % 3000;
+      const mp::GatherCase c{call % 2 == 0, symmarInt32, symmarSum, count, call % 3 == 0, symmarAlgoOneShot};
+      errors += mp::runGatherCase(comm, rank, world, c, call);
+    }
+    return (symmarCommDestroy(comm) == symmarSuccess ? 0 : 103) + (errors > 99 ? 99 : errors);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+}
