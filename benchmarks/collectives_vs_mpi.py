@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """symmar's reduce-scatter and all-gather (or allreduce) against Open MPI's, side by side.
 
-Runs `mpirun -np N symmar_perf -C <collective> -A oneshot,mpi` several times (the two algorithms
-interleaved within each run, so both see the same moments of a drifting machine), with caller
+Runs `mpirun -np N symmar_perf -C <collective> -A oneshot,mpi` several times (the algorithms
+interleaved within each run, so all see the same moments of a drifting machine), with caller
 buffers and with --symmetric send buffers (symmarMemAlloc: peers read them in place), and prints
 per size the median time of each and the ratio mpi / symmar, with every run's ratio: this kind of
 machine runs some processes 2-3x slower than others, and one median hides which runs were which.
+--algos names symmar's algorithms to compare (each gets its columns; mpi is always the baseline).
 
-    python3 benchmarks/collectives_vs_mpi.py [--build build] [--np 2] [--runs 5] [--max 64M]
-        [--collectives reducescatter,allgather] [--dtype float32]
+    python3 benchmarks/collectives_vs_mpi.py [--build build] [--np 2] [--runs 5] [--min 8] [--max 64M]
+        [--collectives reducescatter,allgather] [--dtype float32] [--algos oneshot,lamport]
+        [--caller-only]
 """
 import argparse
 import json
@@ -21,8 +23,8 @@ import tempfile
 
 def run_once(args, collective, symmetric, path):
     cmd = ["mpirun", "-np", str(args.np), "-x", "SYMMAR_HEAP_BYTES",
-           os.path.join(args.build, "benchmarks", "symmar_perf"), "-C", collective, "-A", "oneshot,mpi",
-           "-b", "8", "-e", args.max, "-f", "4", "-n", "20", "-w", "5", "-d", args.dtype, "-J", path]
+           os.path.join(args.build, "benchmarks", "symmar_perf"), "-C", collective, "-A", args.algos + ",mpi",
+           "-b", args.min, "-e", args.max, "-f", "4", "-n", "20", "-w", "5", "-d", args.dtype, "-J", path]
     if symmetric:
         cmd.append("--symmetric")
     env = dict(os.environ, SYMMAR_HEAP_BYTES="512M", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -37,27 +39,36 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="64M")
+    ap.add_argument("--algos", default="oneshot")
+    ap.add_argument("--caller-only", action="store_true", help="skip the runs with symmetric send buffers")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--collectives", default="reducescatter,allgather")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for collective in args.collectives.split(","):
-            for symmetric in (False, True):
+            for symmetric in (False,) if args.caller_only else (False, True):
                 runs = [run_once(args, collective, symmetric, os.path.join(tmp, "%d.json" % i))
                         for i in range(args.runs)]
+                algos = args.algos.split(",")
                 print("\n%s, %d ranks, %s, %s send buffers, %d runs" % (
                     collective, args.np, args.dtype, "symmetric" if symmetric else "caller", args.runs))
-                print("%10s %12s %12s %7s   per run" % ("bytes", "symmar us", "mpi us", "mpi/sym"))
+                print("%10s %12s" % ("bytes", "mpi us") +
+                      "".join(" %12s %8s   %-*s" % (a + " us", "mpi/" + a[:4], 5 * args.runs, "per run")
+                              for a in algos))
                 for size in sorted({r["bytes"] for r in runs[0]}):
                     def times(algo):
                         return [next(r["time_us"] for r in run if r["bytes"] == size and r["algo"] == algo)
                                 for run in runs]
-                    sym, mpi = times("oneshot"), times("mpi")
-                    ratio = statistics.median(mpi) / statistics.median(sym)
-                    per_run = " ".join("%.2f" % (m / s) for s, m in zip(sym, mpi))
-                    print("%10d %12.2f %12.2f %7.2f   %s" % (size, statistics.median(sym), statistics.median(mpi),
-                                                            ratio, per_run))
+                    mpi = times("mpi")
+                    line = "%10d %12.2f" % (size, statistics.median(mpi))
+                    for algo in algos:
+                        sym = times(algo)
+                        per_run = " ".join("%.2f" % (m / s) for s, m in zip(sym, mpi))
+                        line += " %12.2f %8.2f   %s" % (statistics.median(sym),
+                                                         statistics.median(mpi) / statistics.median(sym), per_run)
+                    print(line)
     return 0
 
 

@@ -64,16 +64,29 @@ constexpr const char* kTwoHostGpuSource =
 // Reduce-scatter and all-gather on the host backend against Open MPI (benchmarks/collectives_vs_mpi.py,
 // caller send buffers, float32, median of 5 runs at 2 ranks and 3 at 4 ranks, 2-core x86-64 VM,
 // 2026-12-02, after the reduce-scatter lost its needless end barrier; docs/performance.md).
+// One-shot against Open MPI: collectives_vs_mpi.py, 2026-12-02, float32, caller buffers. The lamport
+// forms against one-shot: symmar_perf -A lamport,oneshot,mpi (interleaved in one run), float32,
+// caller buffers, 2026-12-02, the same VM.
 constexpr const char* kHostReduceScatterSource =
     "collectives_vs_mpi.py, 2026-12-02: one-shot ahead of MPI_Reduce_scatter_block at every size; 2 ranks: "
-    "1.6-1.8x at 8-512 B, 2.6-4.4x at 2-32 KiB, 4.1-5.4x from 128 KiB to 32 MiB; 4 ranks oversubscribed on 2 "
-    "cores: 1.1-1.3x to 4 KiB, 1.7-3.5x from 16 KiB to 16 MiB; other worlds reuse these";
+    "1.6-1.8x at 8-512 B, 2.6-4.4x at 2-32 KiB, 4.1-5.4x from 128 KiB to 32 MiB; symmar_perf, 2026-12-02, 500 "
+    "iterations, 3 runs: lamport level with one-shot to 1 KiB and behind above, so one-shot serves every size";
 constexpr const char* kHostAllGatherSource =
     "collectives_vs_mpi.py, 2026-12-02: one-shot ahead of or level with MPI_Allgather at every size; 2 ranks: "
     "1.4-1.6x at 8-512 B, 2.1-4.0x at 2-32 KiB, 1.15-1.6x from 128 KiB to 32 MiB (one run in five behind there, "
-    "0.57-0.84x: its three block copies against MPI's single-copy reads when the machine is slow); 4 ranks "
-    "oversubscribed on 2 cores: 1.1-1.3x to 4 KiB, 1.3-1.7x at 16-256 KiB, level (0.95-1.02x) from 1 MiB to "
-    "16 MiB; other worlds reuse these";
+    "0.57-0.84x: its three block copies against MPI's single-copy reads when the machine is slow); symmar_perf, "
+    "2026-12-02, 500 iterations, 3 runs: lamport 0.26-0.34 us against one-shot's 0.33-0.38 us at 8-256 B "
+    "(1.53-1.78x MPI against 1.29-1.53x), level at 512 B-1 KiB, behind from 2 KiB (0.8-0.9x)";
+constexpr const char* kHostReduceScatterManyRanksSource =
+    "collectives_vs_mpi.py, 2026-12-02, 4 ranks oversubscribed on 2 cores: one-shot 1.1-1.3x MPI to 4 KiB, "
+    "1.7-3.5x from 16 KiB to 16 MiB; symmar_perf, 2026-12-02, 3 and 4 ranks on 2 cores, 60 iterations: lamport "
+    "1.3-1.6x faster than one-shot to 64 KiB and 1.1-1.4x at 256 KiB (fewer waits for a descheduled peer than a "
+    "barrier's); other worlds reuse these";
+constexpr const char* kHostAllGatherManyRanksSource =
+    "collectives_vs_mpi.py, 2026-12-02, 4 ranks oversubscribed on 2 cores: one-shot 1.1-1.3x MPI to 4 KiB, "
+    "1.3-1.7x at 16-256 KiB, level from 1 MiB; symmar_perf, 2026-12-02, 3 and 4 ranks on 2 cores, 60-100 "
+    "iterations: lamport 1.2-1.6x faster than one-shot from 12 B to 64 KiB, behind at 256 KiB at 3 ranks; other "
+    "worlds reuse these";
 // Across hosts: symmar_perf -C, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh), the
 // link between the simulated hosts MPI over shared memory (docs/performance.md).
 constexpr const char* kHostsReduceScatterSource =
@@ -175,8 +188,12 @@ const Spec kSpecs[] = {
 
     // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no lamport or
     // two-shot form: one-shot is the direct form over shared memory) ----
-    {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
-    {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostAllGatherSource, 1, AG},
+    {kArchHost, symmarLinkHostMemory, 2, 2, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
+    {kArchHost, symmarLinkHostMemory, 2, 2, {{LAMPORT, 512}, {ONE, kUnbounded}}, kHostAllGatherSource, 1, AG},
+    {kArchHost, symmarLinkHostMemory, 3, 8, {{LAMPORT, 256 * KiB}, {ONE, kUnbounded}},
+     kHostReduceScatterManyRanksSource, 1, RS},
+    {kArchHost, symmarLinkHostMemory, 3, 8, {{LAMPORT, 64 * KiB}, {ONE, kUnbounded}}, kHostAllGatherManyRanksSource,
+     1, AG},
     // Across hosts (world = ranks per host; without the mpi fallback one-shot serves every size).
     {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 128 * KiB}, {ONE, kUnbounded}}, kHostsReduceScatterSource,
      2, RS},

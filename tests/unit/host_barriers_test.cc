@@ -2,6 +2,7 @@
 // a cache-line round trip between the ranks, the largest cost of a small call. Reduce-scatter and
 // all-gather take one per chunk, and one more at the end only when a peer's send buffer was read
 // in place (a symmarMemAlloc buffer), so that no rank returns while a peer still reads its input.
+// Their lamport forms take none.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,7 +21,8 @@ struct Counted {
 };
 
 // Runs one call of the collective on each of `world` thread ranks and counts rank 0's barriers.
-Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send) {
+Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send,
+                          symmarAlgo_t algo = symmarAlgoOneShot) {
   std::vector<symmarComm_t> comms(static_cast<size_t>(world));
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
@@ -44,8 +46,8 @@ Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send) {
       for (size_t i = 0; i < caller.size(); ++i) send[i] = 1.0f;
       before[static_cast<size_t>(r)] = host->barrierEpoch();
       const symmarResult_t res =
-          reduce_scatter ? symmarReduceScatter(send, recv.data(), count, symmarFloat32, symmarSum, comm, nullptr)
-                         : symmarAllGather(send, recv.data(), count, symmarFloat32, comm, nullptr);
+          reduce_scatter ? symmarReduceScatterAlgo(send, recv.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr)
+                         : symmarAllGatherAlgo(send, recv.data(), count, symmarFloat32, algo, comm, nullptr);
       after[static_cast<size_t>(r)] = host->barrierEpoch();
       failed[static_cast<size_t>(r)] = res != symmarSuccess || recv[0] != (reduce_scatter ? world : 1);
       if (heap && symmarMemFree(comm, heap) != symmarSuccess) failed[static_cast<size_t>(r)] = 1;
@@ -78,6 +80,14 @@ TEST(HostBarriers, ScatterGatherReadingASymmetricSendBufferEndsWithABarrier) {
     ASSERT_TRUE(c.ok) << (rs ? "reduce-scatter" : "all-gather");
     EXPECT_EQ(c.barriers, 2u) << (rs ? "reduce-scatter" : "all-gather")
                               << ": peers read the send buffer in place, so no rank returns before they are done";
+  }
+}
+
+TEST(HostBarriers, LamportScatterGatherTakesNoBarrier) {
+  for (bool rs : {true, false}) {
+    const Counted c = barriersOfOneCall(2, rs, false, symmarAlgoLamport);
+    ASSERT_TRUE(c.ok) << (rs ? "reduce-scatter" : "all-gather");
+    EXPECT_EQ(c.barriers, 0u) << (rs ? "reduce-scatter" : "all-gather");
   }
 }
 

@@ -156,14 +156,28 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
     return planScatterGather(*r, tp, fallbacks, {symmarFloat32, symmarSum, per_rank, coll});
   };
   const symmarTopology_t host2 = topo(0, 0, symmarLinkHostMemory, 2), host4 = topo(0, 0, symmarLinkHostMemory, 4);
-  // One-shot ahead of Open MPI at every size measured, for both collectives and both world
-  // groups: it serves whether or not the mpi fallback is there.
-  for (Collective coll : kScatterGather) {
-    for (const symmarTopology_t& host : {host2, host4}) {
-      for (size_t per_rank : {size_t(2), size_t(16) << 10, size_t(64) << 10, size_t(32) << 20}) {
-        EXPECT_EQ(plan(host, coll, per_rank, mpi), symmarAlgoOneShot) << per_rank;
-        EXPECT_EQ(plan(host, coll, per_rank, 0), symmarAlgoOneShot) << per_rank;
-      }
+  // Sizes per rank, the rows' the whole buffer. 2 ranks: lamport's all-gather to 512 B, one-shot
+  // above and for every reduce-scatter; 3-8 ranks: lamport's reduce-scatter to 256 KiB and
+  // all-gather to 64 KiB, one-shot above. No row names MPI (one-shot and lamport were ahead of it at
+  // every size measured): the same choices with and without the fallback.
+  const Collective rs = Collective::kReduceScatter, ag = Collective::kAllGather;
+  const struct {
+    symmarTopology_t topo;
+    Collective coll;
+    size_t per_rank;
+    symmarAlgo_t want;
+  } choices[] = {
+      {host2, ag, 2, symmarAlgoLamport},           {host2, ag, 256, symmarAlgoLamport},
+      {host2, ag, 260, symmarAlgoOneShot},         {host2, ag, size_t(32) << 20, symmarAlgoOneShot},
+      {host2, rs, 2, symmarAlgoOneShot},           {host2, rs, size_t(16) << 10, symmarAlgoOneShot},
+      {host4, rs, 2, symmarAlgoLamport},           {host4, rs, size_t(64) << 10, symmarAlgoLamport},
+      {host4, rs, (size_t(64) << 10) + 4, symmarAlgoOneShot}, {host4, ag, size_t(16) << 10, symmarAlgoLamport},
+      {host4, ag, (size_t(16) << 10) + 4, symmarAlgoOneShot}, {host4, ag, size_t(32) << 20, symmarAlgoOneShot},
+  };
+  for (const auto& c : choices) {
+    for (uint32_t fallbacks : {mpi, 0u}) {
+      EXPECT_EQ(plan(c.topo, c.coll, c.per_rank, fallbacks), c.want)
+          << collectiveName(c.coll) << " world " << c.topo.world_size << " " << c.per_rank << " B per rank";
     }
   }
   // Two hosts of 2 ranks (the row of 2 ranks per host; sizes the whole buffer of 4 ranks): MPI's
