@@ -23,7 +23,9 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
   // check call matching still take part in it (docs/integration.md, failure semantics).
   if (count > 0) SYMMAR_CHECK(checkBuffers(send, recv, count, dtype, fn));
   if (algo == symmarAlgoAuto) {
-    algo = commPlan(comm, count, dtype, op);
+    const uint32_t fallbacks = comm->fallbacks();
+    algo = planRequest(comm->row(), comm->topo, fallbacks, count, dtype, op,
+                       comm->available.of(comm->topo, {dtype, op, 0}, fallbacks));
     if (algo == symmarAlgoAuto) {
       return fail(symmarUnsupported, "%s: no algorithm can serve %zu x %s %s on this comm (link %s, no fallback)", fn,
                   count, dtypeName(dtype), opName(op), linkName(comm->topo.link));

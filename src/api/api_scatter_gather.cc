@@ -24,7 +24,8 @@ symmarResult_t scatterGather(ScatterGatherCall c, symmarComm* comm, const char* 
   const Request request{c.dtype, c.op, c.count * c.elem(), c.coll, comm->placement.hosts};
   const uint32_t fallbacks = comm->fallbacks(c.coll);
   if (c.algo == symmarAlgoAuto) {
-    c.algo = planScatterGather(comm->row(c.coll), comm->topo, fallbacks, request);
+    c.algo = planScatterGather(comm->row(c.coll), comm->topo, fallbacks, request,
+                               comm->available.of(comm->topo, request, fallbacks));
     if (c.algo == symmarAlgoAuto) {
       return fail(symmarUnsupported, "%s: no algorithm can serve a %s of %zu x %s on this comm (link %s, no fallback)",
                   fn, collectiveWords(c.coll), c.count, dtypeName(c.dtype), linkName(comm->topo.link));

@@ -8,6 +8,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/backend.h"
+#include "plan/planner.h"
 #include "plan/table.h"
 #include "symmar/symmar.h"
 
@@ -26,6 +27,8 @@ struct symmarComm {
   symmar::Tables tables;
   /// Each collective's row, resolved once: (arch, link, world, hosts) never change.
   const symmar::TableRow* rows[symmar::kNumCollectives] = {};
+  /// The algorithms that can serve each (collective, dtype, op) here, for the collectives' planning.
+  symmar::AvailableAlgos available;
   std::unique_ptr<symmar::Bootstrap> bootstrap;
   std::unique_ptr<symmar::Backend> backend;
 

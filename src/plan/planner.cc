@@ -33,6 +33,7 @@ PlanEnv parsePlanEnv() {
 std::mutex g_env_mutex;
 PlanEnv g_env;
 std::atomic<bool> g_env_loaded{false};  // read on every allreduce: no lock once loaded
+std::atomic<uint32_t> g_env_generation{1};
 
 std::mutex g_tables_mutex;
 Tables* g_tables = nullptr;
@@ -47,14 +48,36 @@ uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, sy
 }
 
 uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
+  // refusalOf for every algorithm, size aside, written out: one lookup of each algorithm's record
+  // and of the environment per algorithm is measurable against a sub-microsecond host call.
   Request sizeless = request;
   sizeless.bytes = 0;
+  const uint32_t disabled = planEnv().disabled;
   uint32_t mask = 0;
   size_t n = 0;
   const AlgorithmTraits* traits = algorithmTraitsTable(&n);
   for (size_t i = 0; i < n; ++i) {
-    if (refusalOf(traits[i].algo, topo, sizeless, fallbacks) == Refusal::kNone) mask |= algoBit(traits[i].algo);
+    const uint32_t bit = algoBit(traits[i].algo);
+    if (!(disabled & bit) && traits[i].can_implement(topo, sizeless, fallbacks) == Refusal::kNone) mask |= bit;
   }
+  return mask;
+}
+
+uint32_t AvailableAlgos::of(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
+  // An entry: the mask (low 32 bits), the fallbacks it was computed for (8 bits: algoBit of nccl
+  // and mpi), the environment's generation (23 bits), and a bit that says it was computed.
+  constexpr uint64_t kComputed = 1ull << 63;
+  const uint64_t key = kComputed | (static_cast<uint64_t>(planEnvGeneration() & 0x7fffffu) << 40) |
+                       (static_cast<uint64_t>(fallbacks & 0xffu) << 32);
+  const int c = static_cast<int>(request.coll), d = static_cast<int>(request.dtype), o = static_cast<int>(request.op);
+  const bool known = c >= 0 && c < kNumCollectives && d >= 0 && d < symmarNumTypes && o >= 0 && o < symmarNumOps &&
+                     fallbacks <= 0xffu;
+  if (!known) return availableAlgos(topo, request, fallbacks);
+  std::atomic<uint64_t>& entry = entries_[c][d][o];
+  const uint64_t seen = entry.load(std::memory_order_relaxed);
+  if ((seen & ~0xffffffffull) == key) return static_cast<uint32_t>(seen);
+  const uint32_t mask = availableAlgos(topo, request, fallbacks);
+  entry.store(key | mask, std::memory_order_relaxed);
   return mask;
 }
 
@@ -133,8 +156,14 @@ const PlanEnv& planEnv() {
   return g_env;
 }
 
+uint32_t planEnvGeneration() {
+  planEnv();  // the variables read, so a generation names what was read
+  return g_env_generation.load(std::memory_order_acquire);
+}
+
 void reloadPlanEnv() {  // tests only: not safe while other threads plan
   std::lock_guard<std::mutex> lock(g_env_mutex);
+  g_env_generation.fetch_add(1, std::memory_order_acq_rel);
   g_env_loaded.store(false, std::memory_order_release);
 }
 
@@ -166,6 +195,11 @@ void resetProcessTables() {
 
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op) {
+  return planRequest(row, topo, fallbacks, count, dtype, op, availableAlgos(topo, dtype, op, fallbacks));
+}
+
+symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
+                         symmarDataType_t dtype, symmarRedOp_t op, uint32_t available) {
   const size_t bytes = count * symmarTypeSize(dtype);
   const symmarAlgo_t forced = planEnv().forced;
   if (forced != symmarAlgoAuto) {
@@ -177,16 +211,21 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
                   algoName(forced), dtypeName(dtype), opName(op), bytes, refusalText(why));
     }
   }
-  return chooseAlgo(row, availableAlgos(topo, dtype, op, fallbacks), bytes);
+  return chooseAlgo(row, available, bytes);
 }
 
 symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
                                const Request& request) {
+  return planScatterGather(row, topo, fallbacks, request, availableAlgos(topo, request, fallbacks));
+}
+
+symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
+                               const Request& request, uint32_t available) {
   const symmarAlgo_t forced = planEnv().forced;
   if (forced != symmarAlgoAuto && refusalOf(forced, topo, request, fallbacks) == Refusal::kNone) return forced;
   const size_t world = topo.world_size > 0 ? static_cast<size_t>(topo.world_size) : 1;
   const size_t whole = request.bytes > SIZE_MAX / world ? SIZE_MAX : request.bytes * world;  // the checks bound it
-  return chooseAlgo(row, availableAlgos(topo, request, fallbacks), whole);
+  return chooseAlgo(row, available, whole);
 }
 
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {

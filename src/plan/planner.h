@@ -2,6 +2,7 @@
 // algorithm's traits (plan/algorithms.h) less SYMMAR_DISABLE; SYMMAR_ALGO forces one. The
 // environment is read once per process.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +19,18 @@ namespace symmar {
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks);
 /// The same for a request of any collective (its size left out).
 uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
+/// availableAlgos remembered for one comm, whose topology and hosts never change: per collective,
+/// dtype and op, computed again only when the fallbacks or the environment (reloadPlanEnv) changed.
+/// The collectives ask it on every planned call, where computing the mask each time is measurable
+/// against a sub-microsecond host call. Entries are single words: threads that share a comm never
+/// see half of one.
+class AvailableAlgos {
+ public:
+  uint32_t of(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
+
+ private:
+  std::atomic<uint64_t> entries_[kNumCollectives][symmarNumTypes][symmarNumOps] = {};
+};
 /// Why algo cannot serve the request on this comm (Refusal::kNone: it can): its record
 /// (canImplement, size included), then SYMMAR_DISABLE. The forced paths ask this.
 Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
@@ -37,6 +50,8 @@ struct PlanEnv {
 const PlanEnv& planEnv();
 /// Re-reads the variables (tests).
 void reloadPlanEnv();
+/// How many times the variables were read (AvailableAlgos recomputes after a reload).
+uint32_t planEnvGeneration();
 
 /// The tables symmarPlan uses: built-in plus SYMMAR_TABLE_FILE, loaded once. On a bad file returns
 /// its error (again on every call) and leaves *tables null.
@@ -48,11 +63,17 @@ void resetProcessTables();
 /// (where not, the table's choice, and the reason logged once), else the table.
 symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
                          symmarDataType_t dtype, symmarRedOp_t op);
+/// The same with the available algorithms given (a comm's AvailableAlgos).
+symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t count,
+                         symmarDataType_t dtype, symmarRedOp_t op, uint32_t available);
 /// The algorithm of a reduce-scatter or all-gather (request.coll) from that collective's row, which
 /// is keyed by the whole buffer (nranks * request.bytes): the one SYMMAR_ALGO forces where it can
 /// serve, else the row's choice (chooseAlgo). symmarAlgoAuto when nothing can serve.
 symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
                                const Request& request);
+/// The same with the available algorithms given (a comm's AvailableAlgos).
+symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
+                               const Request& request, uint32_t available);
 /// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the
 /// same row as the plain allreduce of that size: one-shot where the row says one-shot or lamport
 /// (or when tokens < world: a two-shot would leave some ranks without a row to finish),

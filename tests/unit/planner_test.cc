@@ -314,6 +314,29 @@ TEST(Planner, EnvironmentForcesAndDisables) {
   reloadPlanEnv();
 }
 
+// A comm's remembered availability answers as availableAlgos does, per collective, dtype and op,
+// and follows a change of the fallbacks or of the environment.
+TEST(Planner, RememberedAvailabilityFollowsFallbacksAndTheEnvironment) {
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
+  const uint32_t mpi = algoBit(symmarAlgoMpi), lamport = algoBit(symmarAlgoLamport);
+  AvailableAlgos memo;
+  const Request sum{symmarFloat32, symmarSum, 0}, ints{symmarInt32, symmarSum, 0};
+  const Request gather{symmarInt32, symmarSum, 0, Collective::kAllGather};
+  for (int twice = 0; twice < 2; ++twice) {
+    EXPECT_EQ(memo.of(host, sum, mpi), availableAlgos(host, sum, mpi));
+    EXPECT_EQ(memo.of(host, ints, mpi) & lamport, 0u) << "no int32 lamport allreduce";
+    EXPECT_NE(memo.of(host, gather, mpi) & lamport, 0u) << "an int32 lamport all-gather";
+  }
+  EXPECT_EQ(memo.of(host, sum, 0) & mpi, 0u) << "the fallback went away";
+  EXPECT_NE(memo.of(host, sum, mpi) & mpi, 0u) << "and came back";
+  setenv("SYMMAR_DISABLE", "lamport", 1);
+  reloadPlanEnv();
+  EXPECT_EQ(memo.of(host, sum, mpi) & lamport, 0u) << "SYMMAR_DISABLE read again";
+  unsetenv("SYMMAR_DISABLE");
+  reloadPlanEnv();
+  EXPECT_NE(memo.of(host, sum, mpi) & lamport, 0u);
+}
+
 TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
   // 8191 float32 a row against a 32768-byte half: the one-shot stages 32764 bytes a row, the
   // two-shot publishes 65528.
