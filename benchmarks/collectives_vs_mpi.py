@@ -10,7 +10,7 @@ machine runs some processes 2-3x slower than others, and one median hides which 
 
     python3 benchmarks/collectives_vs_mpi.py [--build build] [--np 2] [--runs 5] [--min 8] [--max 64M]
         [--collectives reducescatter,allgather] [--dtype float32] [--algos oneshot,lamport]
-        [--caller-only]
+        [--caller-only] [--iters 20]
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ import tempfile
 def run_once(args, collective, symmetric, path):
     cmd = ["mpirun", "-np", str(args.np), "-x", "SYMMAR_HEAP_BYTES",
            os.path.join(args.build, "benchmarks", "symmar_perf"), "-C", collective, "-A", args.algos + ",mpi",
-           "-b", args.min, "-e", args.max, "-f", "4", "-n", "20", "-w", "5", "-d", args.dtype, "-J", path]
+           "-b", args.min, "-e", args.max, "-f", "4", "-n", str(args.iters), "-w", "5", "-d", args.dtype, "-J", path]
     if symmetric:
         cmd.append("--symmetric")
     env = dict(os.environ, SYMMAR_HEAP_BYTES="512M", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="64M")
     ap.add_argument("--algos", default="oneshot")
+    ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--caller-only", action="store_true", help="skip the runs with symmetric send buffers")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--collectives", default="reducescatter,allgather")
