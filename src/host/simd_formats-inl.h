@@ -163,6 +163,13 @@ HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   return hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)), hn::Set(du, 0xffff0000u));
 }
+// The same rounding with the lower half left as the addition leaves it, where only PackBf16Pair
+// reads the result (it takes the upper halves).
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundUnmasked(D32 du, hn::Vec<D32> bits) {
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  return hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb));
+}
 template <class D32>
 HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
   const hn::RebindToSigned<D32> di;
@@ -196,9 +203,17 @@ HWY_INLINE void RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU
     rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));
   }
 }
+// Two rounded vectors (each lane's bf16 in its upper half; the lower halves are not read) as one
+// vector of pairs: rlo's in the lower halves, rhi's in the upper ones. One 16-bit blend.
 template <class VU>
 HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
-  return hn::Or(hn::ShiftRight<16>(rlo), rhi);
+  const hn::DFromV<VU> du;
+#if HWY_TARGET == HWY_SCALAR  // one 32-bit lane: no 16-bit lanes to blend
+  return hn::Or(hn::ShiftRight<16>(rlo), hn::And(rhi, hn::Set(du, 0xffff0000u)));
+#else
+  const hn::Repartition<uint16_t, decltype(du)> d16;
+  return hn::BitCast(du, hn::OddEven(hn::BitCast(d16, rhi), hn::BitCast(d16, hn::ShiftRight<16>(rlo))));
+#endif
 }
 
 // x86 targets from AVX2 up have F16C (Highway's AVX2 target requires it): vcvtph2ps decodes every

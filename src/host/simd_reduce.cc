@@ -110,13 +110,11 @@ HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* c
     }
     hn::Vec<decltype(du)> o0, o1;
     if (HWY_LIKELY(!maybe_nan || !AnyNaN4(df, lo0, hi0, lo1, hi1))) {
-      o0 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo0))), Bf16RoundHigh(du, hn::BitCast(du, hi0)));
-      o1 = hn::Or(hn::ShiftRight<16>(Bf16RoundHigh(du, hn::BitCast(du, lo1))), Bf16RoundHigh(du, hn::BitCast(du, hi1)));
+      o0 = PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo0)), Bf16RoundUnmasked(du, hn::BitCast(du, hi0)));
+      o1 = PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo1)), Bf16RoundUnmasked(du, hn::BitCast(du, hi1)));
     } else {
-      o0 = hn::Or(hn::ShiftRight<16>(Bf16RoundHighNaN(du, hn::BitCast(du, lo0))),
-                  Bf16RoundHighNaN(du, hn::BitCast(du, hi0)));
-      o1 = hn::Or(hn::ShiftRight<16>(Bf16RoundHighNaN(du, hn::BitCast(du, lo1))),
-                  Bf16RoundHighNaN(du, hn::BitCast(du, hi1)));
+      o0 = PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo0)), Bf16RoundHighNaN(du, hn::BitCast(du, hi0)));
+      o1 = PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo1)), Bf16RoundHighNaN(du, hn::BitCast(du, hi1)));
     }
     hn::StoreU(o0, du, reinterpret_cast<uint32_t*>(dst + i));
     hn::StoreU(o1, du, reinterpret_cast<uint32_t*>(dst + i + 2 * lanes));
