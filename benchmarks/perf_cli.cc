@@ -1,5 +1,6 @@
 #include "perf_cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,22 @@ bool parseDtype(const char* v, symmarDataType_t* dtype) {
     }
   }
   return false;
+}
+
+/// A comma list of dtypes (each as parseDtype takes it); the first is the sweep's dtype.
+bool parseDtypes(const char* v, Options* o) {
+  std::vector<symmarDataType_t> list;
+  std::string all(v);
+  for (size_t at = 0; at <= all.size();) {
+    const size_t comma = std::min(all.find(',', at), all.size());
+    symmarDataType_t d;
+    if (!parseDtype(all.substr(at, comma - at).c_str(), &d)) return false;
+    if (std::find(list.begin(), list.end(), d) == list.end()) list.push_back(d);
+    at = comma + 1;
+  }
+  o->dtypes = list;
+  o->dtype = list.front();
+  return true;
 }
 
 bool parseAlgos(const char* v, Options* o) {
@@ -123,13 +140,13 @@ void startLauncher(int* argc, char*** argv) {
 }
 
 void printUsage(const char* prog, const char* extra_usage) {
-  printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-G 0|1]\n"
+  printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype[,dtype]] [-o op] [-G 0|1]\n"
          "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
          "          [--offset B]%s\n"
          "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
          "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
          "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
-         "  double); op: sum max min\n"
+         "  double), or a comma list of them, timed interleaved as the algorithms are; op: sum max min\n"
          "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
          "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n"
          "  --offset B: host buffers start B bytes (< 4096) past a page; malloc'ed buffers sit at 16\n",
@@ -167,7 +184,7 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "--offset") ok = parseBytes(v, &o->offset) && o->offset < 4096;
     else if (a == "-A") ok = parseAlgos(v, o);
     else if (a == "-C") ok = symmar::parseCollectiveName(v, &o->coll);
-    else if (a == "-d") ok = parseDtype(v, &o->dtype);
+    else if (a == "-d") ok = parseDtypes(v, o);
     else if (a == "-o") ok = symmar::parseOpName(v, &o->op);
     else ok = extra && extra(a, v);
     if (!ok) {

@@ -215,92 +215,131 @@ std::vector<size_t> sizes(const Options& opt, size_t unit) {
   return out;
 }
 
-}  // namespace
 
-bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
-              std::string* error) {
-  const size_t elem = symmarTypeSize(opt.dtype);
-  const int world = group.size();
-  const bool allreduce = opt.coll == symmar::Collective::kAllReduce;
-  const size_t unit = allreduce ? elem : elem * static_cast<size_t>(world);
+/// One rank's buffers for dtype, filled with its inputs; null (on every rank) when some rank could
+/// not allocate them.
+std::unique_ptr<Buffers> makeBuffers(symmarComm_t comm, Group& group, const Options& opt, symmarDataType_t dtype,
+                                     int gpu_device) {
   std::unique_ptr<Buffers> bufs;
   (void)gpu_device;
 #ifdef SYMMAR_PERF_WITH_CUDA
   if (gpu_device >= 0) bufs = std::make_unique<GpuBuffers>(comm, opt.max_bytes, opt.symmetric, gpu_device);
 #endif
   if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset);
-  if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) {
-    *error = "could not allocate " + std::to_string(opt.max_bytes) + "-byte buffers on every rank";
-    return false;
-  }
+  if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) return nullptr;
+  const size_t elem = symmarTypeSize(dtype);
   std::vector<char> host(opt.max_bytes);
-  for (size_t i = 0; i < opt.max_bytes / elem; ++i) symmar::storeElement(host.data(), opt.dtype, i, inputValue(group.rank(), i));
+  for (size_t i = 0; i < opt.max_bytes / elem; ++i) symmar::storeElement(host.data(), dtype, i, inputValue(group.rank(), i));
   bufs->upload(host);
+  return bufs;
+}
+
+}  // namespace
+
+bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
+              std::string* error) {
+  const int world = group.size();
+  const bool allreduce = opt.coll == symmar::Collective::kAllReduce;
+  const std::vector<symmarDataType_t> dtypes = opt.dtypes.empty() ? std::vector<symmarDataType_t>{opt.dtype} : opt.dtypes;
+  // Each dtype has buffers and options of its own; sizes are whole elements of every dtype.
+  std::vector<std::unique_ptr<Buffers>> bufs;
+  std::vector<Options> dopts;
+  size_t elem_max = 1;
+  for (symmarDataType_t d : dtypes) {
+    bufs.push_back(makeBuffers(comm, group, opt, d, gpu_device));
+    if (!bufs.back()) {
+      *error = "could not allocate " + std::to_string(opt.max_bytes) + "-byte buffers on every rank";
+      return false;
+    }
+    dopts.push_back(opt);
+    dopts.back().dtype = d;
+    elem_max = std::max(elem_max, symmarTypeSize(d));
+  }
+  const size_t unit = allreduce ? elem_max : elem_max * static_cast<size_t>(world);
 
   std::vector<symmarAlgo_t> algos = opt.algos;
   if (opt.all_algos) {
     algos = {symmarAlgoAuto};
     for (int a = symmarAlgoOneShot; a < symmarNumAlgos; ++a) {
       symmarResult_t res = symmarSuccess;
-      double t = bufs->timedCall(comm, 1, opt, static_cast<symmarAlgo_t>(a), &res);  // 1 element (per rank)
+      double t = bufs[0]->timedCall(comm, 1, dopts[0], static_cast<symmarAlgo_t>(a), &res);  // 1 element (per rank)
       (void)t;
       if (group.sumOf(res == symmarSuccess ? 0 : 1) == 0) algos.push_back(static_cast<symmarAlgo_t>(a));
     }
   }
+  // A variant: one algorithm on one dtype's buffers.
+  struct Variant {
+    symmarAlgo_t algo;
+    size_t d;  // index into dtypes
+  };
+  std::vector<Variant> variants;
+  for (size_t d = 0; d < dtypes.size(); ++d) {
+    for (symmarAlgo_t a : algos) variants.push_back({a, d});
+  }
   // lamport serves small messages only: larger sizes get no row for it.
   auto serves = [](symmarAlgo_t a, size_t bytes) { return a != symmarAlgoLamport || bytes <= SYMMAR_LAMPORT_MAX_BYTES; };
-  // Sizes outside, algorithms inside, iterations interleaved across algorithms: every algorithm is
-  // timed in the same moments as the others, so ratios hold even on a machine whose speed drifts.
-  const size_t na = algos.size();
-  std::vector<std::vector<Result>> per_algo(na);
+  // Sizes outside, variants inside, iterations interleaved across variants: every algorithm and
+  // dtype is timed in the same moments as the others, so ratios hold even on a machine whose
+  // speed drifts.
+  const size_t nv = variants.size();
+  std::vector<std::vector<Result>> per_variant(nv);
   for (size_t bytes : sizes(opt, unit)) {
-    const size_t count = bytes / elem;
-    const size_t call_count = allreduce ? count : count / static_cast<size_t>(world);  // the call's own argument
-    std::vector<std::vector<double>> times(na);
+    std::vector<std::vector<double>> times(nv);
     symmarResult_t res = symmarSuccess;
     size_t failed = 0;
+    auto callCount = [&](const Variant& v) {
+      const size_t count = bytes / symmarTypeSize(dtypes[v.d]);
+      return allreduce ? count : count / static_cast<size_t>(world);  // the call's own argument
+    };
     group.barrier();
     for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
-      for (size_t a = 0; a < na && res == symmarSuccess; ++a) {
-        if (!serves(algos[a], bytes)) continue;
-        double us = bufs->timedCall(comm, call_count, opt, algos[a], &res);
-        if (it >= opt.warmup) times[a].push_back(us);
-        failed = a;
+      for (size_t k = 0; k < nv && res == symmarSuccess; ++k) {
+        const Variant& v = variants[k];
+        if (!serves(v.algo, bytes)) continue;
+        double us = bufs[v.d]->timedCall(comm, callCount(v), dopts[v.d], v.algo, &res);
+        if (it >= opt.warmup) times[k].push_back(us);
+        failed = k;
       }
     }
-    for (size_t a = 0; a < na; ++a) {
-      if (!serves(algos[a], bytes)) continue;
+    for (size_t k = 0; k < nv; ++k) {
+      const Variant& v = variants[k];
+      const Options& vo = dopts[v.d];
+      if (!serves(v.algo, bytes)) continue;
+      const size_t call_count = callCount(v), count = bytes / symmarTypeSize(vo.dtype);
       long wrong = 0;
-      if (opt.check && res == symmarSuccess) {  // one more call per algorithm, checked
-        bufs->timedCall(comm, call_count, opt, algos[a], &res);
-        failed = a;
+      if (opt.check && res == symmarSuccess) {  // one more call per variant, checked
+        bufs[v.d]->timedCall(comm, call_count, vo, v.algo, &res);
+        failed = k;
         const size_t out_count = opt.coll == symmar::Collective::kReduceScatter ? call_count : count;
         std::vector<char> out;
-        bufs->download(&out, out_count * elem);
-        if (opt.plant_wrong && group.rank() == 0) symmar::storeElement(out.data(), opt.dtype, 0, 12345);
+        bufs[v.d]->download(&out, out_count * symmarTypeSize(vo.dtype));
+        if (opt.plant_wrong && group.rank() == 0) symmar::storeElement(out.data(), vo.dtype, 0, 12345);
         for (size_t i = 0; i < out_count; ++i) {
-          wrong += symmar::loadElement(out.data(), opt.dtype, i) != expectedAt(opt, world, group.rank(), call_count, i);
+          wrong += symmar::loadElement(out.data(), vo.dtype, i) != expectedAt(vo, world, group.rank(), call_count, i);
         }
       }
       if (group.sumOf(res == symmarSuccess ? 0 : 1) != 0) {
-        *error = std::string(symmar::collectiveName(opt.coll)) + " failed with " + symmarAlgoName(algos[failed]) + " at " +
-                 std::to_string(bytes) + " bytes: " + symmarGetErrorString(res) + " (" + symmarGetLastError(comm) + ")";
+        const Variant& f = variants[failed];
+        *error = std::string(symmar::collectiveName(opt.coll)) + " failed with " + symmarAlgoName(f.algo) + " on " +
+                 symmar::dtypeName(dtypes[f.d]) + " at " + std::to_string(bytes) + " bytes: " + symmarGetErrorString(res) +
+                 " (" + symmarGetLastError(comm) + ")";
         return false;
       }
       Result r;
-      r.algo = algos[a];
+      r.algo = v.algo;
+      r.dtype = vo.dtype;
       r.bytes = bytes;
       r.count = count;
-      r.time_us = group.maxOf(median(times[a]));
+      r.time_us = group.maxOf(median(times[k]));
       r.algbw_gbs = r.time_us > 0 ? bytes / (r.time_us * 1e3) : 0;
       r.busbw_gbs = r.algbw_gbs * busFactor(opt.coll, world);
       r.wrong = group.sumOf(wrong);
       r.planned = r.algo;
-      if (r.algo == symmarAlgoAuto && allreduce) symmarCommPlan(comm, count, opt.dtype, opt.op, &r.planned);
-      per_algo[a].push_back(r);
+      if (r.algo == symmarAlgoAuto && allreduce) symmarCommPlan(comm, count, vo.dtype, vo.op, &r.planned);
+      per_variant[k].push_back(r);
     }
   }
-  for (const auto& rs : per_algo) results->insert(results->end(), rs.begin(), rs.end());
+  for (const auto& rs : per_variant) results->insert(results->end(), rs.begin(), rs.end());
   return true;
 }
 

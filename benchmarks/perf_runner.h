@@ -18,6 +18,7 @@ struct Options {
   int warmup = 5;
   bool check = true;
   symmarDataType_t dtype = symmarFloat32;
+  std::vector<symmarDataType_t> dtypes;        // -d a,b: several, interleaved like the algorithms (dtype: a)
   symmarRedOp_t op = symmarSum;
   symmar::Collective coll = symmar::Collective::kAllReduce;  // -C
   bool graph = false;                          // capture each call in a CUDA graph (GPU)
@@ -33,6 +34,7 @@ struct Options {
 
 struct Result {
   symmarAlgo_t algo;
+  symmarDataType_t dtype;
   size_t bytes;  // the whole buffer: an allreduce's, the larger of a reduce-scatter's or all-gather's
   size_t count;  // elements of bytes, as nccl-tests counts them
   double time_us;  // median over iterations, max over ranks

@@ -18,29 +18,42 @@ namespace {
 using perf::Options;
 using perf::Result;
 
+std::string dtypeList(const Options& opt) {
+  if (opt.dtypes.empty()) return perf::typeName(opt.dtype);
+  std::string out;
+  for (symmarDataType_t d : opt.dtypes) out += std::string(out.empty() ? "" : ",") + perf::typeName(d);
+  return out;
+}
+
 void printResults(const Options& opt, const std::vector<Result>& results) {
   // The plan column: what auto ran, which symmarCommPlan tells for an allreduce.
   const bool plan = opt.coll == symmar::Collective::kAllReduce;
   const char* op = opt.coll == symmar::Collective::kAllGather ? "none" : symmar::opName(opt.op);
+  // Results come grouped by variant (algorithm, dtype); several dtypes name theirs in the titles.
+  const bool dtypes = opt.dtypes.size() > 1;
   symmarAlgo_t current = symmarNumAlgos;
+  symmarDataType_t current_dtype = opt.dtype;
   double bw_sum = 0;
   int bw_n = 0;
   auto footer = [&] {
     if (current != symmarNumAlgos && bw_n) {
-      printf("# Avg bus bandwidth (%s): %.3f GB/s\n#\n", symmarAlgoName(current), bw_sum / bw_n);
+      printf("# Avg bus bandwidth (%s%s%s): %.3f GB/s\n#\n", symmarAlgoName(current), dtypes ? ", " : "",
+             dtypes ? perf::typeName(current_dtype) : "", bw_sum / bw_n);
     }
   };
   for (const Result& r : results) {
-    if (r.algo != current) {
+    if (r.algo != current || r.dtype != current_dtype) {
       footer();
       current = r.algo;
+      current_dtype = r.dtype;
       bw_sum = 0;
       bw_n = 0;
-      printf("# %s, algorithm: %s\n", symmar::collectiveName(opt.coll), symmarAlgoName(r.algo));
+      printf("# %s, algorithm: %s%s%s\n", symmar::collectiveName(opt.coll), symmarAlgoName(r.algo),
+             dtypes ? ", dtype: " : "", dtypes ? perf::typeName(r.dtype) : "");
       printf("# %12s %12s %8s %6s %11s %12s %12s %7s%s\n", "size", "count", "type", "redop", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "#wrong", plan && r.algo == symmarAlgoAuto ? "  plan" : "");
     }
-    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(opt.dtype), op,
+    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(r.dtype), op,
            r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
     if (plan && r.algo == symmarAlgoAuto) printf("  %s", symmarAlgoName(r.planned));
     printf("\n");
@@ -57,7 +70,7 @@ void writeJson(const Options& opt, int world, bool gpu, const std::string& devic
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     out << (i ? ",\n  " : "\n  ") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"bytes\": " << r.bytes
-        << ", \"count\": " << r.count << ", \"dtype\": \"" << perf::typeName(opt.dtype) << "\", \"time_us\": "
+        << ", \"count\": " << r.count << ", \"dtype\": \"" << perf::typeName(r.dtype) << "\", \"time_us\": "
         << r.time_us << ", \"algbw_gbs\": " << r.algbw_gbs << ", \"busbw_gbs\": " << r.busbw_gbs
         << ", \"wrong\": " << r.wrong << ", \"plan\": \"" << symmarAlgoName(r.planned) << "\"}";
   }
@@ -89,7 +102,7 @@ int main(int argc, char** argv) {
       char host[128] = "";
       gethostname(host, sizeof(host) - 1);
       printf("# symmar_perf: %s, %d ranks (%s) on %s, %s %s, iters %d, warmup %d, check %d, graph %d\n",
-             symmar::collectiveName(opt.coll), group.size(), launch_desc, host, perf::typeName(opt.dtype),
+             symmar::collectiveName(opt.coll), group.size(), launch_desc, host, dtypeList(opt).c_str(),
              symmar::opName(opt.op), opt.iters, opt.warmup, opt.check, opt.graph);
       printf("# %s\n#\n", desc);
       if (ok) printResults(opt, results);

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   };
-  if (!perf::parseArgs(argc, argv, &opt, extra) || margin < 0) {
+  if (!perf::parseArgs(argc, argv, &opt, extra) || margin < 0 || opt.dtypes.size() > 1) {
     perf::printUsage(argv[0], " [--out FILE] [--margin 0.05]");
     return 2;
   }
