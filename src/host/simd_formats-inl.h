@@ -113,6 +113,8 @@ struct PlainFmt {
   template <class D>
   static HWY_INLINE hn::Vec<D> Encode(D, hn::Vec<D> v) { return v; }
   template <class D>
+  static HWY_INLINE hn::Vec<D> EncodeNoNaN(D, hn::Vec<D> v) { return v; }
+  template <class D>
   static HWY_INLINE hn::Vec<D> Decode(D, hn::Vec<D> v) { return v; }
   template <class D, class V>
   static HWY_INLINE void Put(D d, V v, T* p) { hn::StoreU(v, d, p); }
@@ -150,6 +152,18 @@ struct Bf16Fmt {
     const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
     const auto out = hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
     return hn::DemoteTo(d16, hn::BitCast(di, out));  // values <= 0xffff: the demotion does not saturate
+  }
+  // Encode where no lane is a NaN (the caller checked): the rounding alone.
+  template <class D>
+  static HWY_INLINE auto EncodeNoNaN(D d, hn::Vec<D> v) {
+    (void)d;
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto bits = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+    return hn::DemoteTo(d16, hn::BitCast(di, rounded));
   }
   template <class D, class V>
   static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
@@ -246,6 +260,12 @@ struct HalfFmt {
     const auto quiet = hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7fc00000u));
     return hn::BitCast(d16, hn::DemoteTo(dh, hn::IfThenElse(hn::IsNaN(v), hn::BitCast(d, quiet), v)));
   }
+  // Encode where no lane is a NaN (the caller checked): the conversion alone.
+  template <class D>
+  static HWY_INLINE auto EncodeNoNaN(D d, hn::Vec<D> v) {
+    (void)d;
+    return hn::BitCast(hn::Rebind<uint16_t, D>(), hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v));
+  }
 #else
   // core/numeric.h's halfToFloat: exact; subnormals as mantissa * 2^-24 (exact in fp32, a normal).
   template <class D, class V16>
@@ -265,8 +285,9 @@ struct HalfFmt {
     return hn::BitCast(d, hn::Or(mag, sign));
   }
   // core/numeric.h's floatToHalf: NaN -> sign | 0x7e00, overflow to infinity, subnormals rounded
-  // to nearest even by adding 0.5f, whose ulp (2^-24) is fp16's subnormal step.
-  template <class D>
+  // to nearest even by adding 0.5f, whose ulp (2^-24) is fp16's subnormal step. kNaNs false: the
+  // caller knows no lane is a NaN (EncodeNoNaN).
+  template <class D, bool kNaNs = true>
   static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
     const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
@@ -283,8 +304,12 @@ struct HalfFmt {
     const auto sub = hn::Sub(hn::BitCast(du, hn::Add(tiny, hn::Set(d, 0.5f))), hn::Set(du, 0x3f000000u));
     auto mag = hn::IfThenElse(small, sub, normal);
     mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), mag);
-    mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000))), hn::Set(du, 0x7e00u), mag);
+    if (kNaNs) mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000))), hn::Set(du, 0x7e00u), mag);
     return hn::DemoteTo(d16, hn::BitCast(di, hn::Or(mag, sign)));
+  }
+  template <class D>
+  static HWY_INLINE auto EncodeNoNaN(D d, hn::Vec<D> v) {
+    return Encode<D, false>(d, v);
   }
 #endif
   template <class D>

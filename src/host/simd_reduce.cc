@@ -52,17 +52,24 @@ HWY_INLINE void ReduceLanes4(D d, typename Fmt::Store* dst, typename Fmt::Store*
   const size_t n = hn::Lanes(d);
   const S* s0 = static_cast<const S*>(srcs[0]) + i;
   auto a0 = Fmt::Load(d, s0), a1 = Fmt::Load(d, s0 + n), a2 = Fmt::Load(d, s0 + 2 * n), a3 = Fmt::Load(d, s0 + 3 * n);
+  bool maybe_nan = true;  // the last Apply4 tells (a NaN stays a NaN through later sums)
   for (int r = 1; r < nsrc; ++r) {
     const S* s = static_cast<const S*>(srcs[r]) + i;
-    Op::Apply4(d, a0, a1, a2, a3, Fmt::Load(d, s), Fmt::Load(d, s + n), Fmt::Load(d, s + 2 * n),
-               Fmt::Load(d, s + 3 * n));
+    maybe_nan = Op::Apply4(d, a0, a1, a2, a3, Fmt::Load(d, s), Fmt::Load(d, s + n), Fmt::Load(d, s + 2 * n),
+                           Fmt::Load(d, s + 3 * n));
   }
-  const auto o0 = Fmt::Encode(d, a0), o1 = Fmt::Encode(d, a1), o2 = Fmt::Encode(d, a2), o3 = Fmt::Encode(d, a3);
-  Fmt::Put(d, o0, dst + i), Fmt::Put(d, o1, dst + i + n), Fmt::Put(d, o2, dst + i + 2 * n);
-  Fmt::Put(d, o3, dst + i + 3 * n);
-  if (dst2) {
-    Fmt::Put(d, o0, dst2 + i), Fmt::Put(d, o1, dst2 + i + n), Fmt::Put(d, o2, dst2 + i + 2 * n);
-    Fmt::Put(d, o3, dst2 + i + 3 * n);
+  const auto put = [&](auto o0, auto o1, auto o2, auto o3) {
+    Fmt::Put(d, o0, dst + i), Fmt::Put(d, o1, dst + i + n), Fmt::Put(d, o2, dst + i + 2 * n);
+    Fmt::Put(d, o3, dst + i + 3 * n);
+    if (dst2) {
+      Fmt::Put(d, o0, dst2 + i), Fmt::Put(d, o1, dst2 + i + n), Fmt::Put(d, o2, dst2 + i + 2 * n);
+      Fmt::Put(d, o3, dst2 + i + 3 * n);
+    }
+  };
+  if (HWY_LIKELY(!maybe_nan)) {  // no NaN lane: the encoding's NaN rules have nothing to do
+    put(Fmt::EncodeNoNaN(d, a0), Fmt::EncodeNoNaN(d, a1), Fmt::EncodeNoNaN(d, a2), Fmt::EncodeNoNaN(d, a3));
+  } else {
+    put(Fmt::Encode(d, a0), Fmt::Encode(d, a1), Fmt::Encode(d, a2), Fmt::Encode(d, a3));
   }
 }
 
