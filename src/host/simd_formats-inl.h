@@ -138,32 +138,27 @@ struct Bf16Fmt {
   static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* p) {
     return Decode(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
   }
-  // core/numeric.h's floatToBf16: NaN keeps its top payload bits and gets the quiet bit.
-  template <class D>
+  // core/numeric.h's floatToBf16: NaN keeps its top payload bits and gets the quiet bit. kNaNs
+  // false: the caller knows no lane is a NaN (EncodeNoNaN), so the rounding alone.
+  template <class D, bool kNaNs = true>
   static HWY_INLINE auto Encode(D d, hn::Vec<D> v) {
     (void)d;
     const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
     const hn::Rebind<uint16_t, D> d16;
     const auto bits = hn::BitCast(du, v);
-    const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
-    const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
     const auto hi = hn::ShiftRight<16>(bits);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
-    const auto out = hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
+    auto out = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
+    if constexpr (kNaNs) {
+      const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
+      const auto nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
+      out = hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), out);
+    }
     return hn::DemoteTo(d16, hn::BitCast(di, out));  // values <= 0xffff: the demotion does not saturate
   }
-  // Encode where no lane is a NaN (the caller checked): the rounding alone.
   template <class D>
   static HWY_INLINE auto EncodeNoNaN(D d, hn::Vec<D> v) {
-    (void)d;
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto bits = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)));
-    return hn::DemoteTo(d16, hn::BitCast(di, rounded));
+    return Encode<D, false>(d, v);
   }
   template <class D, class V>
   static HWY_INLINE void Put(D d, V v, uint16_t* p) { Put16(d, v, p); }
@@ -304,7 +299,7 @@ struct HalfFmt {
     const auto sub = hn::Sub(hn::BitCast(du, hn::Add(tiny, hn::Set(d, 0.5f))), hn::Set(du, 0x3f000000u));
     auto mag = hn::IfThenElse(small, sub, normal);
     mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), mag);
-    if (kNaNs) mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000))), hn::Set(du, 0x7e00u), mag);
+    if constexpr (kNaNs) mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000))), hn::Set(du, 0x7e00u), mag);
     return hn::DemoteTo(d16, hn::BitCast(di, hn::Or(mag, sign)));
   }
   template <class D>
