@@ -57,6 +57,9 @@ constexpr uint32_t kLamportEmpty = 0x80008000u;
 constexpr size_t kLamportSlotBytes = (kLamportMaxBytes + 2 * kVecBytes + 127) / 128 * 128;
 /// Index of the header vector (the slot's last) in a slot.
 constexpr size_t kLamportHeaderVec = kLamportSlotBytes / kVecBytes - 1;
+/// The host twin's trailer in a slot holding a message of `bytes`: the 32-bit word where the vector
+/// after the data begins. The message and its trailer fill the slot's first trailer + 4 words.
+SYMMAR_HD size_t lamportTrailerWord(size_t bytes) { return (bytes + kVecBytes - 1) / kVecBytes * (kVecBytes / 4); }
 SYMMAR_HD size_t lamportSlotOffset(int buffer, int from, int world) {
   return (static_cast<size_t>(buffer) * static_cast<size_t>(world) + static_cast<size_t>(from)) * kLamportSlotBytes;
 }

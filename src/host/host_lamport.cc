@@ -53,7 +53,7 @@ symmarResult_t HostBackend::lamportExchange(const LamportMessage& m) {
   const uint32_t call = sync_->takeCallNumber();  // wraps: only compared for equality (the signature) and order
   const int buf = sync_->lamportBuffer();
   const size_t words = (m.bytes + 3) / 4;
-  const size_t trailer = (m.bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4;  // the vector after the data
+  const size_t trailer = sched::lamportTrailerWord(m.bytes);
   uint32_t sig[4];
   const uint64_t numbered = numberedSignature(m.signature, call);
   for (int k = 0; k < 4; ++k) sig[k] = sched::lamportHeaderWord(numbered, k);
@@ -136,7 +136,7 @@ void HostBackend::retireLamportBuffer(size_t bytes) {
     for (size_t w = 0; w < lamport_used_[prev]; ++w) slot[w] = sched::kLamportEmpty;
     for (int k = 0; k < 4; ++k) slot[kHeaderWord + k] = sched::kLamportEmpty;
   }
-  lamport_used_[buf] = (bytes + sched::kVecBytes - 1) / sched::kVecBytes * 4 + 4;  // data and trailer
+  lamport_used_[buf] = sched::lamportTrailerWord(bytes) + 4;  // data and trailer
   sync_->advanceLamportBuffer();
 }
 

@@ -166,18 +166,16 @@ struct Bf16Fmt {
 
 // Bf16Fmt::Encode's rounding of float32 bits, the result in the upper half: to nearest even, a
 // NaN keeping its upper payload bits with the quiet bit set. Without NaN lanes (the caller checks
-// for a whole block at once) the rounding alone.
-template <class D32>
-HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  return hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)), hn::Set(du, 0xffff0000u));
-}
-// The same rounding with the lower half left as the addition leaves it, where only PackBf16Pair
-// reads the result (it takes the upper halves).
+// for a whole block at once) the rounding alone. Unmasked: the lower half left as the addition
+// leaves it, where only PackBf16Pair reads the result (it takes the upper halves).
 template <class D32>
 HWY_INLINE hn::Vec<D32> Bf16RoundUnmasked(D32 du, hn::Vec<D32> bits) {
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   return hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb));
+}
+template <class D32>
+HWY_INLINE hn::Vec<D32> Bf16RoundHigh(D32 du, hn::Vec<D32> bits) {
+  return hn::And(Bf16RoundUnmasked(du, bits), hn::Set(du, 0xffff0000u));
 }
 template <class D32>
 HWY_INLINE hn::Vec<D32> Bf16RoundHighNaN(D32 du, hn::Vec<D32> bits) {
