@@ -3,9 +3,11 @@
 // RMSNorm pass, for decode shapes (tokens x hidden, bf16 by default), host backend, ranks as
 // threads of this process. Both are timed in the same loop, interleaved, so the ratio holds even
 // while the machine's speed drifts. The allreduce alone (the first half of "separate") is printed
-// too: the fused call's cost over the bare collective.
+// too: the fused call's cost over the bare collective. -A times several fused forms in the same loop
+// (auto: the one the call plans), a row each.
 //
 //   symmar_norm_perf [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [-d bf16|f16|f32]
+//                    [-A auto,oneshot,twoshot]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/names.h"
 #include "host/add_rms_norm.h"  // the row kernels (no library state), from symmar_internal
 #include "symmar/symmar.h"
 
@@ -28,6 +31,7 @@ struct Options {
   std::vector<size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int iters = 200;
   symmarDataType_t dtype = symmarBfloat16;
+  std::vector<symmarAlgo_t> forms = {symmarAlgoAuto};
 };
 
 double nowUs() {
@@ -71,6 +75,16 @@ bool parse(int argc, char** argv, Options* o) {
         o->tokens.push_back(std::strtoull(p, const_cast<char**>(&p), 10));
         if (*p == ',') ++p;
       }
+    } else if (a == "-A") {
+      o->forms.clear();
+      for (const char* p = v; *p;) {
+        const char* end = std::strchr(p, ',');
+        const std::string name = end ? std::string(p, end) : std::string(p);
+        symmarAlgo_t algo;
+        if (!symmar::parseAlgoName(name.c_str(), &algo)) return false;
+        o->forms.push_back(algo);
+        p = end ? end + 1 : p + name.size();
+      }
     } else if (a == "-d") {
       const std::string d = v;
       o->dtype = d == "f32" ? symmarFloat32 : d == "f16" ? symmarFloat16 : symmarBfloat16;
@@ -86,7 +100,8 @@ bool parse(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
-    fprintf(stderr, "usage: %s [--local-world N] [--hidden H] [--tokens 1,2,4] [-n iters] [-d bf16|f16|f32]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--local-world N] [--hidden H] [--tokens 1,2,4] [-n iters] [-d bf16|f16|f32] "
+            "[-A auto,oneshot,twoshot]\n", argv[0]);
     return 2;
   }
   std::vector<symmarComm_t> comms(static_cast<size_t>(o.world));
@@ -98,12 +113,14 @@ int main(int argc, char** argv) {
   const size_t elem = symmarTypeSize(o.dtype);
   printf("# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank\n",
          o.world, o.hidden, o.dtype == symmarFloat32 ? "f32" : o.dtype == symmarFloat16 ? "f16" : "bf16", o.iters);
-  printf("#%9s %12s %12s %9s %12s %13s\n", "tokens", "fused", "separate", "speed-up", "allreduce", "fused/allred");
+  printf("#%9s %8s %12s %12s %9s %12s %13s\n", "tokens", "form", "fused", "separate", "speed-up", "allreduce",
+         "fused/allred");
   int status = 0;
+  const size_t forms = o.forms.size();
   for (size_t tokens : o.tokens) {
     const size_t n = tokens * o.hidden;
-    std::vector<double> fused_us(static_cast<size_t>(o.world)), separate_us(static_cast<size_t>(o.world)),
-        allreduce_us(static_cast<size_t>(o.world));
+    // Per rank: the median of each fused form, then of the separate pass and of the allreduce.
+    std::vector<std::vector<double>> medians(static_cast<size_t>(o.world), std::vector<double>(forms + 2));
     std::vector<std::thread> threads;
     for (int r = 0; r < o.world; ++r) {
       threads.emplace_back([&, r] {
@@ -120,37 +137,44 @@ int main(int argc, char** argv) {
         a.tokens = tokens;
         a.hidden = o.hidden;
         a.dtype = o.dtype;
-        std::vector<double> f, s, a_only;
+        symmarComm_t comm = comms[static_cast<size_t>(r)];
+        std::vector<std::vector<double>> us(forms + 2);  // the fused forms, separate, allreduce
         for (int it = 0; it < o.iters + 10; ++it) {
-          double t0 = nowUs();
-          if (symmarAllReduceAddRmsNorm(&a, comms[static_cast<size_t>(r)], nullptr) != symmarSuccess) status = 1;
-          double t1 = nowUs();
-          if (symmarAllReduce(in.data(), sum.data(), n, o.dtype, symmarSum, comms[static_cast<size_t>(r)], nullptr) !=
-              symmarSuccess) {
-            status = 1;
+          // The forms take turns at going first (the same order on every rank: each call is
+          // collective), so that none always meets the ranks as the separate pass left them.
+          for (size_t i = 0; i < forms; ++i) {
+            const size_t f = (i + static_cast<size_t>(it)) % forms;
+            const double t0 = nowUs();
+            if (symmarAllReduceAddRmsNormAlgo(&a, o.forms[f], comm, nullptr) != symmarSuccess) status = 1;
+            if (it >= 10) us[f].push_back(nowUs() - t0);
           }
+          const double t1 = nowUs();
+          if (symmarAllReduce(in.data(), sum.data(), n, o.dtype, symmarSum, comm, nullptr) != symmarSuccess) status = 1;
           const double t1b = nowUs();
           separateAddNorm(sum.data(), res.data(), norm.data(), gamma.data(), tokens, o.hidden, o.dtype);
-          double t2 = nowUs();
+          const double t2 = nowUs();
           if (it >= 10) {
-            f.push_back(t1 - t0);
-            s.push_back(t2 - t1);
-            a_only.push_back(t1b - t1);
+            us[forms].push_back(t2 - t1);
+            us[forms + 1].push_back(t1b - t1);
           }
         }
-        std::sort(f.begin(), f.end());
-        std::sort(s.begin(), s.end());
-        std::sort(a_only.begin(), a_only.end());
-        allreduce_us[static_cast<size_t>(r)] = a_only[a_only.size() / 2];
-        fused_us[static_cast<size_t>(r)] = f[f.size() / 2];
-        separate_us[static_cast<size_t>(r)] = s[s.size() / 2];
+        for (size_t k = 0; k < us.size(); ++k) {
+          std::sort(us[k].begin(), us[k].end());
+          medians[static_cast<size_t>(r)][k] = us[k][us[k].size() / 2];
+        }
       });
     }
     for (std::thread& t : threads) t.join();
-    const double fu = *std::max_element(fused_us.begin(), fused_us.end());
-    const double se = *std::max_element(separate_us.begin(), separate_us.end());
-    const double ar = *std::max_element(allreduce_us.begin(), allreduce_us.end());
-    printf("%10zu %12.2f %12.2f %8.2fx %12.2f %12.2fx\n", tokens, fu, se, se / fu, ar, fu / ar);
+    std::vector<double> slowest(forms + 2, 0.0);  // per column, the slowest rank's median
+    for (const std::vector<double>& m : medians) {
+      for (size_t k = 0; k < m.size(); ++k) slowest[k] = std::max(slowest[k], m[k]);
+    }
+    const double se = slowest[forms], ar = slowest[forms + 1];
+    for (size_t f = 0; f < forms; ++f) {
+      const double fu = slowest[f];
+      printf("%10zu %8s %12.2f %12.2f %8.2fx %12.2f %12.2fx\n", tokens, symmarAlgoName(o.forms[f]), fu, se, se / fu,
+             ar, fu / ar);
+    }
   }
   for (symmarComm_t c : comms) symmarCommDestroy(c);
   if (status) fprintf(stderr, "a call failed\n");
