@@ -108,7 +108,8 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
   const bool across_hosts = comm->placement.hosts > 1;
   if (algo == symmarAlgoAuto) {
     algo = across_hosts ? symmarAlgoAuto
-                        : planAddRmsNorm(comm->row(), comm->topo, comm->fallbacks(), c.tokens, c.hidden, c.dtype);
+                        : planAddRmsNorm(comm->row(), comm->row(Collective::kAddRmsNorm), comm->topo, comm->fallbacks(),
+                                         c.tokens, c.hidden, c.dtype);
     if (algo == symmarAlgoAuto) return unfused(comm, c, fn);
     c.planned = true;
   } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {

@@ -59,6 +59,11 @@ std::string describeComm(const symmarComm& comm) {
   for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
     text += std::string("; ") + collectiveName(coll) + " (whole buffer):" + entriesText(comm, comm.row(coll));
   }
+  // The fused call's forms are the allreduce's, and so is what this comm can run of them.
+  TableRow fused = comm.row(Collective::kAddRmsNorm);
+  fused.coll = Collective::kAllReduce;
+  text += std::string("; ") + collectiveName(Collective::kAddRmsNorm) + ":" +
+          (fused.num_entries > 0 ? entriesText(comm, fused) : " as the allreduce's row");
   text += describeHosts(comm);
   if (!comm.checks.empty()) text += "; checks: " + comm.checks;
   return text;

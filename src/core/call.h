@@ -25,9 +25,10 @@ struct AllReduceCall {
   size_t bytes() const { return count * elem(); }
 };
 
-/// The collectives a comm runs.
-enum class Collective : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
-constexpr int kNumCollectives = 3;
+/// The collectives a comm runs. kAddRmsNorm is the fused allreduce + residual add + RMSNorm
+/// (symmarAllReduceAddRmsNorm): it has table rows of its own, which choose its form.
+enum class Collective : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kAddRmsNorm = 3 };
+constexpr int kNumCollectives = 4;
 
 /// One reduce-scatter or all-gather, arguments checked and algorithm chosen
 /// (api_scatter_gather.cc). count: elements per rank (a reduce-scatter's recvcount, an

@@ -56,12 +56,15 @@ const char* collectiveName(Collective coll) {
     case Collective::kAllReduce: return "allreduce";
     case Collective::kReduceScatter: return "reducescatter";
     case Collective::kAllGather: return "allgather";
+    case Collective::kAddRmsNorm:
+      return "addrmsnorm";
   }
   return "unknown";
 }
 
 bool parseCollectiveName(const char* name, Collective* coll) {
-  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+  for (Collective c :
+       {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather, Collective::kAddRmsNorm}) {
     if (name && strcasecmp(name, collectiveName(c)) == 0) {
       *coll = c;
       return true;

@@ -113,14 +113,28 @@ symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
   return symmarAlgoAuto;
 }
 
-symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t tokens,
-                            size_t hidden, symmarDataType_t dtype) {
+symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused_row, const symmarTopology_t& topo,
+                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype) {
   const uint32_t available = availableAlgos(topo, dtype, symmarSum, fallbacks);
   const bool one = available & algoBit(symmarAlgoOneShot);
   const bool two = available & algoBit(symmarAlgoTwoShot);
   if (!one && !two) return symmarAlgoAuto;
   if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
-  const symmarAlgo_t plain = planRequest(row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
+  if (fused_row.num_entries > 0) {
+    const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * symmarTypeSize(dtype);
+    bool held = false;
+    for (int i = 0; i < fused_row.num_entries; ++i) {
+      const TableEntry& e = fused_row.entries[i];
+      if (bytes > e.max_bytes) continue;
+      held = true;
+      if (available & algoBit(e.algo)) return e.algo;
+    }
+    // Past the last threshold the unfused calls serve; a held call whose forms are disabled here
+    // takes the one left (both are available at this point, or one of them is).
+    if (!held) return symmarAlgoAuto;
+    return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
+  }
+  const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
   return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;
 }
 

@@ -74,13 +74,16 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// The same with the available algorithms given (a comm's AvailableAlgos).
 symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
                                const Request& request, uint32_t available);
-/// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements, from the
-/// same row as the plain allreduce of that size: one-shot where the row says one-shot or lamport
-/// (or when tokens < world: a two-shot would leave some ranks without a row to finish),
-/// two-shot otherwise. symmarAlgoAuto when the comm has neither (no shared memory): the caller
-/// then runs the allreduce and the norm separately.
-symmarAlgo_t planAddRmsNorm(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks, size_t tokens,
-                            size_t hidden, symmarDataType_t dtype);
+/// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements. One-shot
+/// when tokens < world (a two-shot would leave some ranks without a row to finish). Else from the
+/// fused call's own row (fused_row, sized by tokens x hidden elements) where it has entries: the
+/// first available form whose threshold holds the call, and symmarAlgoAuto past the last
+/// threshold. A fused row without entries defers to the plain allreduce's row (allreduce_row):
+/// one-shot where it says one-shot or lamport for the same bytes, two-shot otherwise.
+/// symmarAlgoAuto also when the comm has neither form (no shared memory): the caller then runs the
+/// allreduce and the norm separately.
+symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused_row, const symmarTopology_t& topo,
+                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype);
 /// The fused form that runs call, given the staging bytes a row takes in each form under the
 /// executing backend's own layout (row_bytes[0]: one-shot, row_bytes[1]: two-shot) and a staging
 /// half of half bytes: *algo (symmarAlgoOneShot or symmarAlgoTwoShot) unchanged when its rows fit;

@@ -80,7 +80,7 @@ const TableRow* Tables::resolve(int cc_major, int cc_minor, symmarLink_t link, i
   // without rows for a collective: an empty row, which leaves the decision to the fallback (flat).
   static const TableRow kEmpty[kNumCollectives] = {emptyRow(Collective::kAllReduce),
                                                    emptyRow(Collective::kReduceScatter),
-                                                   emptyRow(Collective::kAllGather)};
+                                                   emptyRow(Collective::kAllGather), emptyRow(Collective::kAddRmsNorm)};
   return &kEmpty[static_cast<int>(coll)];
 }
 

@@ -37,6 +37,7 @@ struct Spec {
 
 constexpr Collective RS = Collective::kReduceScatter;
 constexpr Collective AG = Collective::kAllGather;
+constexpr Collective FUSED = Collective::kAddRmsNorm;
 
 constexpr symmarLink_t SW = symmarLinkNvSwitch;
 constexpr symmarLink_t NVL = symmarLinkNvLink;
@@ -96,58 +97,126 @@ constexpr const char* kHostsReduceScatterSource =
 constexpr const char* kHostsAllGatherSource =
     "symmar_perf -C allgather, 2 simulated hosts x 2 ranks, float, 2026-12-02, two runs: MPI_Allgather ahead "
     "of or level with one-shot at every size from 16 B to 32 MiB (one-shot 0.7-1.1x its speed)";
+// The fused allreduce + residual + RMSNorm on the host (bytes: the message, tokens x hidden): one-shot
+// reads every peer's rows and norms its own copy, two-shot norms a slice and gathers it back.
+constexpr const char* kHostFusedSource =
+    "symmar_norm_perf -A oneshot,twoshot (interleaved), hidden 7168 bf16, 1-256 tokens, 2026-12-02/03, 3 runs each: "
+    "2 ranks, one-shot ahead at every token count (1 token 4.6 vs 7.7-7.9 us, 16 tokens 49-50 vs 57-58 us, 256 "
+    "tokens 1245-1300 vs 1513-1619 us); 4 ranks oversubscribed on 2 cores, one-shot ahead in 25 of 27 cases "
+    "(behind at 8 and 16 tokens in one run); other worlds reuse these";
 constexpr const char* kGpuScatterGatherSource =
     "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
 const Spec kSpecs[] = {
     // ---- sm90: H100 / H200 ----
-    {90, SW, 2, 2, {{LAMPORT, 64 * KiB}, {ONE, 1 * MiB}, {TWO, 64 * MiB}},
+    {90,
+     SW,
+     2,
+     2,
+     {{LAMPORT, 64 * KiB}, {ONE, 1 * MiB}, {TWO, 64 * MiB}},
      "lamport: TensorRT-LLM customAllReduceUtils.h SM90 one-shot (Lamport buffers) for 1-32 tokens; vLLM "
      "all_reduce_utils.py 9.0: one-stage always at ws=2 (custom AR), symm-mem two-shot to 64 MiB"},
-    {90, SW, 3, 4, {{LAMPORT, 64 * KiB}, {ONE, 512 * KiB}, {MULTIMEM, 32 * MiB}},
+    {90,
+     SW,
+     3,
+     4,
+     {{LAMPORT, 64 * KiB}, {ONE, 512 * KiB}, {MULTIMEM, 32 * MiB}},
      "lamport: MSCCL++ packet (data-with-flag) kernels to 64 KiB; vLLM custom AR one-stage rule (ws<=4, <512 KiB); "
      "vLLM PR 24111 TP4 0.5 MiB one-stage 10us vs multimem 16us; vLLM symm-mem 9.0 ws=4 multimem to 32 MiB"},
-    {90, SW, 5, 6, {{LAMPORT, 32 * KiB}, {ONE, 256 * KiB}, {MULTIMEM, 64 * MiB}},
+    {90,
+     SW,
+     5,
+     6,
+     {{LAMPORT, 32 * KiB}, {ONE, 256 * KiB}, {MULTIMEM, 64 * MiB}},
      "lamport: MSCCL++ packet kernels (<= 16-32 KiB); vLLM custom AR one-stage rule (ws<=8, <256 KiB); vLLM "
      "symm-mem 9.0 ws=6 multimem to 64 MiB; PR 24111 TP6 multimem 21us vs NCCL 43us at 2 MiB"},
-    {90, SW, 7, 8, {{LAMPORT, 16 * KiB}, {ONE, 64 * KiB}, {MULTIMEM, 64 * MiB}},
+    {90,
+     SW,
+     7,
+     8,
+     {{LAMPORT, 16 * KiB}, {ONE, 64 * KiB}, {MULTIMEM, 64 * MiB}},
      "lamport: NCCL symmetric cost model H100x8, one-shot LL (flags with the data) 6.7us at 14 KiB; vLLM PR "
      "33839 custom AR wins to 64 KiB; vLLM symm-mem 9.0 ws=8 multimem to 64 MiB"},
     {90, NVL, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, "vLLM custom AR 9.0 ws=2 (P2P kernels, no multicast)"},
-    {90, NVL, 3, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
+    {90,
+     NVL,
+     3,
+     8,
+     {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
      "vLLM custom AR 9.0 one-stage rule (<256 KiB) and two-stage above; capped at 16 MiB without a switch"},
-    {90, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}},
+    {90,
+     PCI,
+     2,
+     8,
+     {{ONE, 64 * KiB}, {TWO, 2 * MiB}},
      "vLLM fork custom_all_reduce.cuh: over PCIe one-stage wins only below 64 KiB; two-shot to 2 MiB"},
 
     // ---- sm100: B200 ----
-    {100, SW, 2, 2, {{LAMPORT, 64 * KiB}, {ONE, 256 * KiB}},
+    {100,
+     SW,
+     2,
+     2,
+     {{LAMPORT, 64 * KiB}, {ONE, 256 * KiB}},
      "lamport: TensorRT-LLM SM100 one-shot (Lamport buffers) from 1 token; vLLM PR 42324 B200 ws=2: NCCL wins "
      "at 512 KiB (13us vs 16-17us), so symmetric only below"},
-    {100, SW, 3, 4, {{LAMPORT, 64 * KiB}, {ONE, 1 * MiB}, {TWO, 32 * MiB}},
+    {100,
+     SW,
+     3,
+     4,
+     {{LAMPORT, 64 * KiB}, {ONE, 1 * MiB}, {TWO, 32 * MiB}},
      "lamport: TensorRT-LLM SM100 one-shot (Lamport) to 128 tokens, the flag-free form below 64 KiB; "
      "TensorRT-LLM customAllReduceUtils.h SM100: one-shot to 128 tokens; vLLM symm-mem 10.0 ws=4 to 32 MiB"},
-    {100, SW, 5, 8, {{LAMPORT, 32 * KiB}, {ONE, 256 * KiB}, {MULTIMEM, 128 * MiB}},
+    {100,
+     SW,
+     5,
+     8,
+     {{LAMPORT, 32 * KiB}, {ONE, 256 * KiB}, {MULTIMEM, 128 * MiB}},
      "lamport: NCCL cost model B200x8, LL (flags with the data) 12.3us at 1-2 tokens; vLLM custom AR rule "
      "(<256 KiB); vLLM symm-mem 10.0 ws=6,8 multimem to 128 MiB"},
-    {100, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 8 * MiB}}, "vLLM custom AR 10.0 (1-2 MiB P2P), conservative without a switch"},
+    {100,
+     NVL,
+     2,
+     8,
+     {{ONE, 256 * KiB}, {TWO, 8 * MiB}},
+     "vLLM custom AR 10.0 (1-2 MiB P2P), conservative without a switch"},
     {100, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 2 * MiB}}, "as sm90 pcie: one-stage wins only below 64 KiB over PCIe"},
 
     // ---- sm103: B300 ----
-    {103, SW, 2, 2, {{LAMPORT, 64 * KiB}, {ONE, 4 * MiB}},
+    {103,
+     SW,
+     2,
+     2,
+     {{LAMPORT, 64 * KiB}, {ONE, 4 * MiB}},
      "lamport: as sm100 (TensorRT-LLM SM100 table serves SM >= 100); vLLM custom AR 10.3 ws=2 to 4 MiB"},
-    {103, SW, 3, 4, {{LAMPORT, 64 * KiB}, {ONE, 512 * KiB}, {TWO, 32 * MiB}},
+    {103,
+     SW,
+     3,
+     4,
+     {{LAMPORT, 64 * KiB}, {ONE, 512 * KiB}, {TWO, 32 * MiB}},
      "lamport: as sm100; vLLM custom AR 10.3 ws=4; vLLM symm-mem 10.3 ws=4 to 32 MiB"},
-    {103, SW, 5, 8, {{LAMPORT, 16 * KiB}, {ONE, 1 * MiB}, {MULTIMEM, 32 * MiB}},
+    {103,
+     SW,
+     5,
+     8,
+     {{LAMPORT, 16 * KiB}, {ONE, 1 * MiB}, {MULTIMEM, 32 * MiB}},
      "lamport: below vLLM PR 37756's 16 KiB point (one-stage 7us vs multimem 13us on B300), where a barrier "
      "is most of the call; multimem wins 2-32 MiB; NCCL wins at 64 MiB"},
     // nvlink and pcie: no rows of its own; the family (sm100) rows serve.
 
     // ---- sm120: RTX PRO 6000 Blackwell / RTX 50 (PCIe, no multicast) ----
-    {120, PCI, 2, 4, {{LAMPORT, 1 * KiB}, {ONE, 64 * KiB}, {TWO, 16 * MiB}},
+    {120,
+     PCI,
+     2,
+     4,
+     {{LAMPORT, 1 * KiB}, {ONE, 64 * KiB}, {TWO, 16 * MiB}},
      "lamport: an SM120 topology report (peer writes ~2.6 GB/s vs reads ~52 GB/s), so pushing pays only below "
      "~1 KiB where the barrier's crossings dominate; vLLM fork: one-stage wins only below 64 KiB on RTX PRO 6000; "
      "SGLang pcie_ipc_ar.py 8x SM120: P2P kernel 5.3us vs NCCL 205us at 12 KiB, 34.6 vs 1169us at 384 KiB"},
-    {120, PCI, 5, 8, {{LAMPORT, 1 * KiB}, {ONE, 32 * KiB}, {TWO, 16 * MiB}},
+    {120,
+     PCI,
+     5,
+     8,
+     {{LAMPORT, 1 * KiB}, {ONE, 32 * KiB}, {TWO, 16 * MiB}},
      "lamport: as ws 2-4 (SM120 peer writes ~2.6 GB/s); SGLang pcie_ipc_ar.py 8x SM120 (symmetric 34-40x faster "
      "than NCCL to 384 KiB); one-shot halved for the (N-1)S reads over PCIe"},
     {120, NVL, 2, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 conservative default"},
@@ -162,27 +231,52 @@ const Spec kSpecs[] = {
     {90, SW, 2, 8, {{ONE, 256 * KiB}}, kTwoHostGpuSource, 2},
 
     // ---- default: any GPU without a row of its own ----
-    {kArchDefault, SW, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}},
+    {kArchDefault,
+     SW,
+     2,
+     4,
+     {{ONE, 1 * MiB}, {TWO, 16 * MiB}},
      "SGLang configs/custom_all_reduce_v2.py default: one-shot 1 MiB, two-shot 16 MiB, no multicast"},
-    {kArchDefault, SW, 5, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
+    {kArchDefault,
+     SW,
+     5,
+     8,
+     {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
      "SGLang custom_all_reduce_v2 default, one-shot capped by vLLM's ws>4 rule (<256 KiB)"},
     {kArchDefault, NVL, 2, 4, {{ONE, 1 * MiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default"},
-    {kArchDefault, NVL, 5, 8, {{ONE, 256 * KiB}, {TWO, 16 * MiB}}, "SGLang custom_all_reduce_v2 default, vLLM ws>4 rule"},
+    {kArchDefault,
+     NVL,
+     5,
+     8,
+     {{ONE, 256 * KiB}, {TWO, 16 * MiB}},
+     "SGLang custom_all_reduce_v2 default, vLLM ws>4 rule"},
     {kArchDefault, NOP2P, 2, 2, {{ONE, 1 * MiB}, {TWO, 64 * MiB}}, kNoP2pSource},
     {kArchDefault, NOP2P, 3, 4, {{ONE, 64 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
     {kArchDefault, NOP2P, 5, 8, {{ONE, 16 * KiB}, {TWO, 64 * MiB}}, kNoP2pSource},
-    {kArchDefault, PCI, 2, 8, {{ONE, 64 * KiB}, {TWO, 4 * MiB}},
+    {kArchDefault,
+     PCI,
+     2,
+     8,
+     {{ONE, 64 * KiB}, {TWO, 4 * MiB}},
      "PCIe default: one-stage below 64 KiB (vLLM fork), two-shot through the decode range (SGLang pcie_ipc_ar.py)"},
     {kArchDefault, SW, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
     {kArchDefault, NVL, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
     {kArchDefault, PCI, 2, 8, {{ONE, 128 * KiB}}, kTwoHostGpuSource, 2},
 
     // ---- host backend (CPU ranks over shared memory) ----
-    {kArchHost, symmarLinkHostMemory, 2, 3, {{LAMPORT, 64}, {ONE, 1 * KiB}, {TWO, kUnbounded}},
+    {kArchHost,
+     symmarLinkHostMemory,
+     2,
+     3,
+     {{LAMPORT, 64}, {ONE, 1 * KiB}, {TWO, kUnbounded}},
      "symmar_tune, 2 ranks, float, margin 0.1, on a 2-core x86-64 VM (AMD EPYC), 2026-11-29; world 3 reuses it; "
      "lamport: symmar_perf mpirun -np 2, float sum, 2026-11-30: 0.14 us vs oneshot 0.16-0.18 vs mpi 0.22-0.23 at "
      "4-64 B, oneshot ahead from 256 B"},
-    {kArchHost, symmarLinkHostMemory, 4, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, 64 * KiB}, {TWO, kUnbounded}},
+    {kArchHost,
+     symmarLinkHostMemory,
+     4,
+     8,
+     {{symmarAlgoMpi, 1 * KiB}, {ONE, 64 * KiB}, {TWO, kUnbounded}},
      "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29 (MPI's yielding wait wins "
      "the tiniest sizes there; lamport measured 2026-11-30 at 15 us vs mpi 13 us at 4 B there, so no lamport)"},
 
@@ -190,14 +284,35 @@ const Spec kSpecs[] = {
     // two-shot form: one-shot is the direct form over shared memory) ----
     {kArchHost, symmarLinkHostMemory, 2, 2, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
     {kArchHost, symmarLinkHostMemory, 2, 2, {{LAMPORT, 512}, {ONE, kUnbounded}}, kHostAllGatherSource, 1, AG},
-    {kArchHost, symmarLinkHostMemory, 3, 8, {{LAMPORT, 256 * KiB}, {ONE, kUnbounded}},
-     kHostReduceScatterManyRanksSource, 1, RS},
-    {kArchHost, symmarLinkHostMemory, 3, 8, {{LAMPORT, 64 * KiB}, {ONE, kUnbounded}}, kHostAllGatherManyRanksSource,
-     1, AG},
+    {kArchHost,
+     symmarLinkHostMemory,
+     3,
+     8,
+     {{LAMPORT, 256 * KiB}, {ONE, kUnbounded}},
+     kHostReduceScatterManyRanksSource,
+     1,
+     RS},
+    {kArchHost,
+     symmarLinkHostMemory,
+     3,
+     8,
+     {{LAMPORT, 64 * KiB}, {ONE, kUnbounded}},
+     kHostAllGatherManyRanksSource,
+     1,
+     AG},
     // Across hosts (world = ranks per host; without the mpi fallback one-shot serves every size).
-    {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 128 * KiB}, {ONE, kUnbounded}}, kHostsReduceScatterSource,
-     2, RS},
+    {kArchHost,
+     symmarLinkHostMemory,
+     2,
+     8,
+     {{symmarAlgoMpi, 128 * KiB}, {ONE, kUnbounded}},
+     kHostsReduceScatterSource,
+     2,
+     RS},
     {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, kUnbounded}}, kHostsAllGatherSource, 2, AG},
+
+    // ---- host backend: the fused allreduce + residual + RMSNorm ----
+    {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostFusedSource, 1, FUSED},
 
     // ---- GPUs: reduce-scatter and all-gather. No row names a kernel until one has been measured
     // on a GPU: NCCL serves, and one-shot where a comm has no NCCL ----
@@ -211,7 +326,11 @@ const Spec kSpecs[] = {
     {kArchDefault, NOP2P, 2, 8, {}, kGpuScatterGatherSource, 1, AG},
 
     // ---- host backend across hosts (world = ranks per host; 2-host rows stand in for more hosts) ----
-    {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, 1 * KiB}, {ONE, 16 * KiB}, {TWO, kUnbounded}},
+    {kArchHost,
+     symmarLinkHostMemory,
+     2,
+     8,
+     {{symmarAlgoMpi, 1 * KiB}, {ONE, 16 * KiB}, {TWO, kUnbounded}},
      "symmar_perf, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh) on a 2-core x86-64 VM, "
      "float sum, 2026-11-30, two runs: MPI_Allreduce 4-12 us vs one-shot 12-17 us to 1 KiB; one-shot and "
      "two-shot even at 4-16 KiB, two-shot ahead from 64 KiB; two-shot vs MPI 0.8-1.3x at 1 MiB, 1.2-1.5x at "

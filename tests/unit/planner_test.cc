@@ -373,3 +373,68 @@ TEST(FusedForm, AFormThatCannotServeSaysWhatARowOfItNeeds) {
   EXPECT_NE(why.find("a half has 16384 bytes"), std::string::npos) << why;
   EXPECT_EQ(why.find("fits"), std::string::npos) << why;
 }
+
+// The fused call's own row chooses its form by the message's bytes (tokens x hidden elements):
+// the first available form whose threshold holds the call, and the unfused calls past the last.
+TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
+  TableRow allreduce;  // says two-shot at every size: the fused row must win over it
+  allreduce.num_entries = 1;
+  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  TableRow fused;
+  fused.coll = Collective::kAddRmsNorm;
+  fused.num_entries = 2;
+  fused.entries[0] = {symmarAlgoOneShot, 64 * 1024};
+  fused.entries[1] = {symmarAlgoTwoShot, 1024 * 1024};
+  // hidden 4096 bf16: 8 KiB a row.
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 8, 4096, symmarBfloat16), symmarAlgoOneShot) << "64 KiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 9, 4096, symmarBfloat16), symmarAlgoTwoShot) << "72 KiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 128, 4096, symmarBfloat16), symmarAlgoTwoShot) << "1 MiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 129, 4096, symmarBfloat16), symmarAlgoAuto)
+      << "past the last threshold: the allreduce, then the norm";
+  // Fewer tokens than ranks: one-shot, whatever the row says.
+  fused.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  fused.num_entries = 1;
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(0, 0, symmarLinkHostMemory, 4, 0), 0, 3, 4096, symmarBfloat16),
+            symmarAlgoOneShot);
+  // A form the environment disabled gives way to the other.
+  fused.entries[0] = {symmarAlgoOneShot, 64 * 1024};
+  fused.entries[1] = {symmarAlgoTwoShot, 1024 * 1024};
+  fused.num_entries = 2;
+  setenv("SYMMAR_DISABLE", "twoshot", 1);
+  reloadPlanEnv();
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 9, 4096, symmarBfloat16), symmarAlgoOneShot);
+  setenv("SYMMAR_DISABLE", "oneshot", 1);
+  reloadPlanEnv();
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 8, 4096, symmarBfloat16), symmarAlgoTwoShot);
+  unsetenv("SYMMAR_DISABLE");
+  reloadPlanEnv();
+}
+
+// Without a row of its own the fused call follows the allreduce's row for the same bytes.
+TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
+  TableRow allreduce;
+  allreduce.num_entries = 2;
+  allreduce.entries[0] = {symmarAlgoLamport, 16 * 1024};
+  allreduce.entries[1] = {symmarAlgoTwoShot, kUnbounded};
+  const TableRow none;
+  EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 2, 4096, symmarBfloat16), symmarAlgoOneShot) << "16 KiB: lamport";
+  EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot) << "32 KiB";
+}
+
+// The built-in host rows: the fused call at decode sizes is one-shot at every world, though the
+// host allreduce row is two-shot above 1 KiB (the fused one-shot measured ahead, tables_builtin.cc).
+TEST(FusedForm, BuiltinHostRowsGiveTheOneShotAtDecodeSizes) {
+  for (int world = 2; world <= 8; ++world) {
+    const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
+    const Tables& t = Tables::builtin();
+    const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
+    const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
+    ASSERT_GT(fused->num_entries, 0) << "world " << world << " has a fused row";
+    for (int tokens : {2, 8, 64, 256}) {
+      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), symmarAlgoOneShot)
+          << "world " << world << ", " << tokens << " tokens of 7168 bf16";
+    }
+  }
+}
