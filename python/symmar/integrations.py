@@ -26,6 +26,9 @@ _log = logging.getLogger("symmar")
 # good (symmar's fallback is the same library), so the communicator declines.
 _OWN_ALGOS = ("oneshot", "twoshot", "multimem", "lamport")
 _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# Plans remembered per (count, dtype). A server meets a new count for every prompt length, so the
+# memory is forgotten when full rather than left to grow; a plan costs one call to recompute.
+_MAX_REMEMBERED_PLANS = 4096
 
 
 def _device(device):
@@ -145,6 +148,8 @@ class SymmarCommunicator:
         key = (count, dtype)
         algo = self._plans.get(key)
         if algo is None:
+            if len(self._plans) >= _MAX_REMEMBERED_PLANS:
+                self._plans.clear()
             algo = self._plans[key] = self.comm.plan(count, dtype, "sum")
         return algo
 

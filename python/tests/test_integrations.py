@@ -21,6 +21,7 @@ if not dist.is_available():
 import torch.multiprocessing as tmp  # noqa: E402
 
 from symmar.integrations import SymmarCommunicator  # noqa: E402
+from symmar import integrations  # noqa: E402
 
 TIMEOUT_MS = 20000
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -86,6 +87,12 @@ def _rank_declines(comm, rank, failures):
     if comm.should_all_reduce(x):
         failures.append("a tensor planned to the fallback was taken")
     del comm._plans[(x.numel(), "float32")]
+    # Every count a server meets is planned, but the remembered plans stay bounded.
+    many = torch.ones(integrations._MAX_REMEMBERED_PLANS + 100)
+    for n in range(1, many.numel() + 1):
+        comm.should_all_reduce(many[:n])
+    if not 0 < len(comm._plans) <= integrations._MAX_REMEMBERED_PLANS:
+        failures.append("%d plans remembered, over the bound" % len(comm._plans))
 
 
 def _rank_fused(comm, rank, nranks, failures):
