@@ -197,19 +197,6 @@ HWY_INLINE hn::Vec<DF> Bf16PairUpper(DF df, VU pairs) {
   return hn::BitCast(df, hn::And(pairs, hn::Set(hn::RebindToUnsigned<DF>(), 0xffff0000u)));
 }
 
-// The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
-// lower half masked off), rounded as Bf16Fmt::Encode rounds, with the NaN path only where a lane
-// holds a NaN. Each result holds its bf16 bits in the upper half, which is also its value as a
-// float32; PackBf16Pair puts them back in place.
-template <class DF, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
-HWY_INLINE void RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU& rhi) {
-  const hn::RebindToUnsigned<DF> du;
-  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {  // as AnyNaN4
-    rlo = Bf16RoundHigh(du, hn::BitCast(du, lo)), rhi = Bf16RoundHigh(du, hn::BitCast(du, hi));
-  } else {
-    rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));
-  }
-}
 // Two rounded vectors (each lane's bf16 in its upper half; the lower halves are not read) as one
 // vector of pairs: rlo's in the lower halves, rhi's in the upper ones. One 16-bit blend.
 template <class VU>
@@ -221,6 +208,32 @@ HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
   const hn::Repartition<uint16_t, decltype(du)> d16;
   return hn::BitCast(du, hn::OddEven(hn::BitCast(d16, rhi), hn::BitCast(d16, hn::ShiftRight<16>(rlo))));
 #endif
+}
+
+// The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
+// lower half masked off), rounded as Bf16Fmt::Encode rounds, with the NaN path only where a lane
+// holds a NaN. Each result holds its bf16 bits in the upper half and zeros below, which is also its
+// value as a float32; PackBf16Pair puts them back in place. Returns whether no lane was a NaN (the
+// test adds the halves: opposite infinities take the NaN path too, which is exact in every lane).
+template <class DF, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
+HWY_INLINE bool RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU& rhi) {
+  const hn::RebindToUnsigned<DF> du;
+  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {
+    rlo = Bf16RoundHigh(du, hn::BitCast(du, lo)), rhi = Bf16RoundHigh(du, hn::BitCast(du, hi));
+    return true;
+  }
+  rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));
+  return false;
+}
+// The same rounding, packed at once: the lower halves are left as the rounding leaves them, since
+// only the packing reads the results.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundAndPackBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi) {
+  const hn::RebindToUnsigned<DF> du;
+  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {
+    return PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo)), Bf16RoundUnmasked(du, hn::BitCast(du, hi)));
+  }
+  return PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo)), Bf16RoundHighNaN(du, hn::BitCast(du, hi)));
 }
 
 // x86 targets from AVX2 up have F16C (Highway's AVX2 target requires it): vcvtph2ps decodes every

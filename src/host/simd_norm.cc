@@ -26,15 +26,34 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kSquareParts = 16;
 
-// Elements [i, i + Lanes(d)) of a row: the rank-order sum of the sources plus the residual, rounded
-// and stored to residual_out; returns the stored values, decoded.
+// Elements [i, i + Lanes(d)) of a row: the rank-order sum of the sources plus the residual. kExact:
+// each source added by SumOp's NaN rules; otherwise plain adds, which give the same bits in every
+// lane that ends without a NaN (a NaN, once in a sum, stays in it), so the caller checks the result
+// once and sums again exactly only where a lane ends as a NaN.
+template <class Fmt, bool kExact, class D>
+HWY_INLINE hn::Vec<D> SumResidualLanes(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
+                                       const typename Fmt::Store* residual, size_t i) {
+  using S = typename Fmt::Store;
+  auto x = Fmt::Load(d, src0 + i);
+  for (int r = 1; r < nsrc; ++r) {
+    const auto v = Fmt::Load(d, static_cast<const S*>(srcs[r]) + i);
+    x = kExact ? SumOp::Apply(d, x, v) : hn::Add(x, v);
+  }
+  if (residual) x = hn::Add(x, Fmt::Load(d, residual + i));
+  return x;
+}
+
+// The same, rounded and stored to residual_out; returns the stored values, decoded.
 template <class Fmt, class D>
 HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
                                        const typename Fmt::Store* residual, typename Fmt::Store* res_out, size_t i) {
-  using S = typename Fmt::Store;
-  auto x = Fmt::Load(d, src0 + i);
-  for (int r = 1; r < nsrc; ++r) x = SumOp::Apply(d, x, Fmt::Load(d, static_cast<const S*>(srcs[r]) + i));
-  if (residual) x = hn::Add(x, Fmt::Load(d, residual + i));
+  auto x = SumResidualLanes<Fmt, false>(d, src0, srcs, nsrc, residual, i);
+  if (HWY_LIKELY(hn::AllFalse(d, hn::IsNaN(x)))) {
+    const auto stored = Fmt::EncodeNoNaN(d, x);
+    Fmt::Put(d, stored, res_out + i);
+    return Fmt::Decode(d, stored);
+  }
+  x = SumResidualLanes<Fmt, true>(d, src0, srcs, nsrc, residual, i);
   const auto stored = Fmt::Encode(d, x);
   Fmt::Put(d, stored, res_out + i);
   return Fmt::Decode(d, stored);
@@ -83,21 +102,35 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
     return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at));
   };
   auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
-  const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
+  // The pairs' sums as SumResidualLanes makes them: plain adds, and the exact ones only for a
+  // vector with a NaN lane at the end (RoundBf16Pair's test).
+  const auto sum_pairs = [&](auto exact, hn::Vec<decltype(df)>& lo, hn::Vec<decltype(df)>& hi, size_t i) {
     const auto w = load(src0, i);
-    auto lo = Bf16PairLower(df, w), hi = Bf16PairUpper(df, w);
+    lo = Bf16PairLower(df, w), hi = Bf16PairUpper(df, w);
     for (int r = 1; r < nsrc; ++r) {
       const auto v = load(static_cast<const uint16_t*>(srcs[r]), i);
-      lo = SumOp::Apply(df, lo, Bf16PairLower(df, v));
-      hi = SumOp::Apply(df, hi, Bf16PairUpper(df, v));
+      if constexpr (decltype(exact)::value) {
+        lo = SumOp::Apply(df, lo, Bf16PairLower(df, v));
+        hi = SumOp::Apply(df, hi, Bf16PairUpper(df, v));
+      } else {
+        lo = hn::Add(lo, Bf16PairLower(df, v));
+        hi = hn::Add(hi, Bf16PairUpper(df, v));
+      }
     }
     if (residual) {
       const auto v = load(residual, i);
       lo = hn::Add(lo, Bf16PairLower(df, v));
       hi = hn::Add(hi, Bf16PairUpper(df, v));
     }
+  };
+  const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
+    hn::Vec<decltype(df)> lo, hi;
+    sum_pairs(std::false_type(), lo, hi, i);
     hn::Vec<DU> rlo, rhi;
-    RoundBf16Pair(df, lo, hi, rlo, rhi);
+    if (HWY_UNLIKELY(!RoundBf16Pair(df, lo, hi, rlo, rhi))) {
+      sum_pairs(std::true_type(), lo, hi, i);
+      RoundBf16Pair(df, lo, hi, rlo, rhi);
+    }
     hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(res_out + i));
     const auto slo = hn::BitCast(df, rlo), shi = hn::BitCast(df, rhi);
     lo_acc = hn::Add(lo_acc, hn::Mul(slo, slo));
@@ -157,9 +190,7 @@ HWY_INLINE size_t ScaleBf16Pairs(uint16_t* out, const uint16_t* x, const uint16_
     const auto wg = hn::LoadU(du, reinterpret_cast<const uint32_t*>(gamma + i));
     const auto lo = hn::Mul(hn::Mul(Bf16PairLower(df, wx), scale), Bf16PairLower(df, wg));
     const auto hi = hn::Mul(hn::Mul(Bf16PairUpper(df, wx), scale), Bf16PairUpper(df, wg));
-    hn::Vec<decltype(du)> rlo, rhi;
-    RoundBf16Pair(df, lo, hi, rlo, rhi);
-    hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(out + i));
+    hn::StoreU(RoundAndPackBf16Pair(df, lo, hi), du, reinterpret_cast<uint32_t*>(out + i));
   }
   return i;
 }

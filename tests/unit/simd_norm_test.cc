@@ -179,6 +179,62 @@ TEST(SimdNorm, SumsAddsAndSquaresAsTheReferenceAtEveryTarget) {
   });
 }
 
+// Rows whose sums meet NaNs and infinities: the library's rule for acc + x (the NaN of the last
+// rank holding one; opposite infinities give the negative default NaN) decides each NaN's sign, in
+// vectors that also hold ordinary lanes, which must keep their bits. The residual is finite, so
+// adding it keeps a NaN's sign. The sum of squares of such a row is a NaN.
+float sumByTheRule(float acc, float x) {
+  if (std::isnan(x)) return x;
+  if (std::isnan(acc)) return acc;
+  const float r = acc + x;
+  return std::isnan(r) ? -std::numeric_limits<float>::quiet_NaN() : r;
+}
+
+TEST(SimdNorm, SumsMeetingNaNsAndInfinitiesFollowTheSumRuleAtEveryTarget) {
+  symmar_test::atEveryTarget([] {
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> value(-100.0f, 100.0f);
+    for (symmarDataType_t dt : kNormTypes) {
+      for (int nsrc : {2, 3}) {
+        for (size_t n : {size_t(64), size_t(71), size_t(7168)}) {
+          std::vector<std::vector<float>> vals(static_cast<size_t>(nsrc) + 1, std::vector<float>(n));
+          for (auto& row : vals) {
+            for (float& v : row) v = dt == symmarFloat32 ? value(rng) : decode(dt, encode(dt, value(rng)));
+          }
+          const size_t last = static_cast<size_t>(nsrc) - 1;
+          vals[1][3] = nan;                          // one NaN: it wins
+          vals[0][20] = inf, vals[last][20] = -inf;  // inf - inf: the negative default NaN
+          vals[0][37] = -nan, vals[last][37] = nan;  // two NaNs: the later rank's (positive)
+          vals[last][38] = -nan, vals[0][38] = nan;  // and the other way round (negative)
+          vals[0][n - 1] = -inf;                     // an infinity alone stays one
+          std::vector<std::vector<uint16_t>> rows16;
+          std::vector<const void*> srcs;
+          for (int r = 0; r <= nsrc; ++r) {
+            rows16.push_back(row16(dt, vals[static_cast<size_t>(r)]));
+            srcs.push_back(dt == symmarFloat32 ? static_cast<const void*>(vals[static_cast<size_t>(r)].data())
+                                               : rows16.back().data());
+          }
+          std::vector<float> out32(n);
+          std::vector<uint16_t> out16(n);
+          void* out = dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data();
+          const float squares =
+              symmar::simdNormAddResidual(srcs.data(), nsrc, srcs[static_cast<size_t>(nsrc)], out, n, dt);
+          for (size_t i = 0; i < n; ++i) {
+            float x = vals[0][i];
+            for (int r = 1; r < nsrc; ++r) x = sumByTheRule(x, vals[static_cast<size_t>(r)][i]);
+            x += vals[static_cast<size_t>(nsrc)][i];
+            const bool same =
+                dt == symmarFloat32 ? sameFloat(out32[i], x) : same16(out16[i], encode(dt, x), dt == symmarFloat16);
+            ASSERT_TRUE(same) << "dtype " << dt << " nsrc " << nsrc << " n " << n << " at " << i << ": want " << x;
+          }
+          EXPECT_TRUE(std::isnan(squares)) << "dtype " << dt << " nsrc " << nsrc << " n " << n;
+        }
+      }
+    }
+  });
+}
+
 TEST(SimdNorm, ScalesAsTheReferenceAtEveryTarget) {
   symmar_test::atEveryTarget([] {
     std::mt19937 rng(5);
