@@ -21,6 +21,7 @@
 
 #include "core/names.h"
 #include "host/add_rms_norm.h"  // the row kernels (no library state), from symmar_internal
+#include "host/simd_reduce.h"   // the SIMD target they run
 #include "symmar/symmar.h"
 
 namespace {
@@ -111,8 +112,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t elem = symmarTypeSize(o.dtype);
-  printf("# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank\n",
-         o.world, o.hidden, o.dtype == symmarFloat32 ? "f32" : o.dtype == symmarFloat16 ? "f16" : "bf16", o.iters);
+  printf(
+      "# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank, "
+      "simd %s\n",
+      o.world, o.hidden,
+      o.dtype == symmarFloat32   ? "f32"
+      : o.dtype == symmarFloat16 ? "f16"
+                                 : "bf16",
+      o.iters, symmar::simdReduceTargetName(symmar::simdReduceCurrentTarget()));
   printf("#%9s %8s %12s %12s %9s %12s %13s\n", "tokens", "form", "fused", "separate", "speed-up", "allreduce",
          "fused/allred");
   int status = 0;

@@ -10,6 +10,7 @@
 
 #include "host/add_rms_norm.h"
 #include "host/host_reduce.h"
+#include "host/simd_reduce.h"
 #include "plan/planner.h"
 #include "plan/table.h"
 #include "symmar/symmar.h"
@@ -172,4 +173,12 @@ BENCHMARK_CAPTURE(BM_AddRmsNormRow, f32, symmarFloat32);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the SIMD target the host kernels run in the context printed above the results.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("simd_target", symmar::simdReduceTargetName(symmar::simdReduceCurrentTarget()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -4,6 +4,7 @@
 
 #include "api/comm.h"
 #include "core/names.h"
+#include "host/simd_reduce.h"
 #include "plan/planner.h"
 
 namespace symmar {
@@ -48,11 +49,13 @@ std::string entriesText(const symmarComm& comm, const TableRow& row) {
 
 std::string describeComm(const symmarComm& comm) {
   const TableRow& row = comm.row();
-  std::string text = std::string(comm.gpu() ? "cuda" : "host") + " backend, link " +
-                     linkName(comm.topo.link) + ", cc " + std::to_string(comm.topo.cc_major) + "." +
-                     std::to_string(comm.topo.cc_minor) + ", multicast " + std::to_string(comm.topo.multicast) +
-                     ", staging " + bytesText(comm.settings.staging_bytes) + "; row " + archKeyName(row.arch) + "/" +
-                     linkName(row.link) + "/" + std::to_string(row.world) +
+  std::string text = std::string(comm.gpu() ? "cuda" : "host") + " backend, link " + linkName(comm.topo.link) +
+                     ", cc " + std::to_string(comm.topo.cc_major) + "." + std::to_string(comm.topo.cc_minor) +
+                     ", multicast " + std::to_string(comm.topo.multicast) + ", staging " +
+                     bytesText(comm.settings.staging_bytes) +
+                     // Host reductions' speed depends on the SIMD target the CPU runs (AVX2, AVX-512, NEON...).
+                     (comm.gpu() ? "" : std::string(", simd ") + simdReduceTargetName(simdReduceCurrentTarget())) +
+                     "; row " + archKeyName(row.arch) + "/" + linkName(row.link) + "/" + std::to_string(row.world) +
                      (row.hosts > 1 ? " per host x " + std::to_string(row.hosts) + " hosts" : "") + ":";
   text += entriesText(comm, row) + " (" + row.source + ")";
   // The other collectives' rows (resolved from the same key), sized by the whole buffer.

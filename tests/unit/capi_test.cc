@@ -207,6 +207,20 @@ TEST(CApi, CppWrapperThrowsWithTheLastError) {
 
 // On one host: the layout says so, and an inter-host engine is refused with the reason (no
 // collective step is taken for what every rank sees alike).
+// A host comm's line names the SIMD target its reductions run (benchmark output then says which).
+TEST(CApi, HostCommDescriptionNamesItsSimdTarget) {
+  symmarComm_t comm = hostComm();
+  char text[4096];
+  ASSERT_EQ(symmarCommDescribe(comm, text, sizeof(text)), symmarSuccess);
+  const std::string line(text);
+  const size_t at = line.find(", simd ");
+  ASSERT_NE(at, std::string::npos) << line;
+  const std::string target = line.substr(at + 7, line.find(';', at) - at - 7);
+  EXPECT_FALSE(target.empty()) << line;
+  EXPECT_EQ(target.find(' '), std::string::npos) << "one name: " << target;
+  EXPECT_EQ(symmarCommDestroy(comm), symmarSuccess);
+}
+
 TEST(CApi, HostLayoutOfASingleHostCommAndNoInterHostEngine) {
   symmarComm_t comm = hostComm();
   int hosts = 0, host = -1, local_rank = -1, local_size = 0;
