@@ -5,7 +5,11 @@ round: a barrier, then `--iters` calls back to back), so the machine's drift hit
 alike; the table gives the median over rounds of the time per call, of the slowest rank.
 
     python benchmarks/compare_cpu_allreduce.py [--ranks 2] [--dtypes float32,bfloat16,float16]
-        [--min 4K] [--max 64M] [--factor 4] [--iters 20] [--rounds 5]
+        [--min 4K] [--max 64M] [--factor 4] [--iters 20] [--rounds 5] [--threads N]
+
+Each rank gets --threads OpenMP/torch threads (default: the CPUs divided among the ranks), as an
+engine runs one rank per set of cores. DeepSpeed's op reduces in OpenMP loops: with more threads
+than cores, spinning OpenMP workers of both ranks starve each other and its calls take milliseconds.
 
 DeepSpeed takes its shared-memory path only where its op was built (torch.ops.deepspeed has
 inference_all_reduce_: AVX-512 machines for bf16/fp16 in the releases measured); otherwise its
@@ -52,6 +56,7 @@ def rank_main(rank, args, store, out):
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(args.ranks), LOCAL_RANK=str(rank), LOCAL_SIZE=str(args.ranks),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
+    torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
     comm = symmar.Comm.from_process_group(None, device="cpu")
     ds, ds_label = deepspeed_engine(torch)
@@ -102,15 +107,19 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--port", type=int, default=29517)
+    p.add_argument("--threads", type=int, default=0, help="threads per rank (0: the CPUs / ranks)")
     args = p.parse_args()
+    if args.threads <= 0:
+        args.threads = max(1, (os.cpu_count() or 1) // args.ranks)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when each rank's OpenMP runtime starts
     import torch
     import torch.multiprocessing as tmp
 
     with tempfile.TemporaryDirectory() as out:
         tmp.spawn(rank_main, args=(args, os.path.join(out, "store"), out), nprocs=args.ranks, join=True)
         results = [torch.load(os.path.join(out, "%d.pt" % r)) for r in range(args.ranks)]
-    print("# %d ranks; us per call (median of %d rounds of %d calls), slowest rank; DeepSpeed: %s"
-          % (args.ranks, args.rounds, args.iters, results[0]["deepspeed"]))
+    print("# %d ranks, %d threads each; us per call (median of %d rounds of %d calls), slowest rank; DeepSpeed: %s"
+          % (args.ranks, args.threads, args.rounds, args.iters, results[0]["deepspeed"]))
     names = list(results[0]["rows"][0][2].keys())
     print("# %-9s %10s " % ("dtype", "bytes") + "".join("%12s" % n for n in names) +
           "".join("%14s" % ("%s/symmar" % n) for n in names if n != "symmar"))

@@ -17,8 +17,8 @@ namespace symmar {
 namespace {
 
 // Smallest chunk of a comm spanning hosts: each chunk pays an inter-host exchange. Measured on 2
-// simulated hosts x 2 ranks (docs/performance.md): 256 KiB chunks (the single-host default) were
-// behind MPI_Allreduce at 1-4 MiB, 4 MiB chunks at 4 MiB, 1 MiB chunks ahead at both.
+// simulated hosts x 2 ranks (docs/performance.md): 256 KiB chunks were behind MPI_Allreduce at
+// 1-4 MiB, 4 MiB chunks at 4 MiB, 1 MiB chunks ahead at both. Applies where a smaller chunk is set.
 constexpr size_t kInterHostChunkBytes = size_t{1} << 20;
 
 }  // namespace
