@@ -55,6 +55,29 @@ std::vector<uint16_t> row16(symmarDataType_t dt, const std::vector<float>& v) {
   return out;
 }
 
+// The ranks' rows (the residual last) in the dtype's storage, from their float32 values; srcs
+// point at them (at the float32 values themselves for float32).
+struct StoredRows {
+  std::vector<std::vector<uint16_t>> rows16;
+  std::vector<const void*> srcs;
+  StoredRows(symmarDataType_t dt, const std::vector<std::vector<float>>& vals) {
+    rows16.reserve(vals.size());
+    for (const std::vector<float>& v : vals) {
+      rows16.push_back(row16(dt, v));
+      srcs.push_back(dt == symmarFloat32 ? static_cast<const void*>(v.data()) : rows16.back().data());
+    }
+  }
+};
+
+// An output row of n elements in the dtype's storage.
+struct OutputRow {
+  std::vector<float> out32;
+  std::vector<uint16_t> out16;
+  void* data;
+  OutputRow(symmarDataType_t dt, size_t n)
+      : out32(n), out16(n), data(dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data()) {}
+};
+
 // The row arithmetic by hand, one element at a time: rank-order float32 sum, the residual added,
 // rounded once; squares of the stored values into partial i % 16, combined pairwise.
 float referenceSquares(const std::vector<float>& stored) {
@@ -147,25 +170,17 @@ TEST(SimdNorm, SumsAddsAndSquaresAsTheReferenceAtEveryTarget) {
             for (auto& row : vals) {
               for (float& v : row) v = dt == symmarFloat32 ? value(rng) : decode(dt, encode(dt, value(rng)));
             }
-            std::vector<std::vector<uint16_t>> rows16;
-            std::vector<const void*> srcs;
-            for (int r = 0; r <= nsrc; ++r) {
-              rows16.push_back(row16(dt, vals[static_cast<size_t>(r)]));
-              srcs.push_back(dt == symmarFloat32 ? static_cast<const void*>(vals[static_cast<size_t>(r)].data())
-                                                 : rows16.back().data());
-            }
-            const void* res = residual ? srcs[static_cast<size_t>(nsrc)] : nullptr;
-            std::vector<float> out32(n);
-            std::vector<uint16_t> out16(n);
-            void* out = dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data();
-            const float squares = symmar::simdNormAddResidual(srcs.data(), nsrc, res, out, n, dt);
+            const StoredRows rows(dt, vals);
+            const void* res = residual ? rows.srcs[static_cast<size_t>(nsrc)] : nullptr;
+            OutputRow row(dt, n);
+            const float squares = symmar::simdNormAddResidual(rows.srcs.data(), nsrc, res, row.data, n, dt);
             std::vector<float> stored(n);
             for (size_t i = 0; i < n; ++i) {
               float x = vals[0][i];
               for (int r = 1; r < nsrc; ++r) x += vals[static_cast<size_t>(r)][i];
               if (residual) x += vals[static_cast<size_t>(nsrc)][i];
               stored[i] = dt == symmarFloat32 ? x : decode(dt, encode(dt, x));
-              const bool same = dt == symmarFloat32 ? sameFloat(out32[i], x) : out16[i] == encode(dt, x);
+              const bool same = dt == symmarFloat32 ? sameFloat(row.out32[i], x) : row.out16[i] == encode(dt, x);
               ASSERT_TRUE(same) << "dtype " << dt << " nsrc " << nsrc << " residual " << residual << " n " << n
                                 << " at " << i;
             }
@@ -208,24 +223,16 @@ TEST(SimdNorm, SumsMeetingNaNsAndInfinitiesFollowTheSumRuleAtEveryTarget) {
           vals[0][37] = -nan, vals[last][37] = nan;  // two NaNs: the later rank's (positive)
           vals[last][38] = -nan, vals[0][38] = nan;  // and the other way round (negative)
           vals[0][n - 1] = -inf;                     // an infinity alone stays one
-          std::vector<std::vector<uint16_t>> rows16;
-          std::vector<const void*> srcs;
-          for (int r = 0; r <= nsrc; ++r) {
-            rows16.push_back(row16(dt, vals[static_cast<size_t>(r)]));
-            srcs.push_back(dt == symmarFloat32 ? static_cast<const void*>(vals[static_cast<size_t>(r)].data())
-                                               : rows16.back().data());
-          }
-          std::vector<float> out32(n);
-          std::vector<uint16_t> out16(n);
-          void* out = dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data();
-          const float squares =
-              symmar::simdNormAddResidual(srcs.data(), nsrc, srcs[static_cast<size_t>(nsrc)], out, n, dt);
+          const StoredRows rows(dt, vals);
+          OutputRow row(dt, n);
+          const float squares = symmar::simdNormAddResidual(rows.srcs.data(), nsrc,
+                                                            rows.srcs[static_cast<size_t>(nsrc)], row.data, n, dt);
           for (size_t i = 0; i < n; ++i) {
             float x = vals[0][i];
             for (int r = 1; r < nsrc; ++r) x = sumByTheRule(x, vals[static_cast<size_t>(r)][i]);
             x += vals[static_cast<size_t>(nsrc)][i];
-            const bool same =
-                dt == symmarFloat32 ? sameFloat(out32[i], x) : same16(out16[i], encode(dt, x), dt == symmarFloat16);
+            const bool same = dt == symmarFloat32 ? sameFloat(row.out32[i], x)
+                                                  : same16(row.out16[i], encode(dt, x), dt == symmarFloat16);
             ASSERT_TRUE(same) << "dtype " << dt << " nsrc " << nsrc << " n " << n << " at " << i << ": want " << x;
           }
           EXPECT_TRUE(std::isnan(squares)) << "dtype " << dt << " nsrc " << nsrc << " n " << n;
@@ -250,14 +257,13 @@ TEST(SimdNorm, ScalesAsTheReferenceAtEveryTarget) {
         const std::vector<uint16_t> x16 = row16(dt, x), g16 = row16(dt, g);
         const void* xs = dt == symmarFloat32 ? static_cast<const void*>(x.data()) : x16.data();
         const void* gs = dt == symmarFloat32 ? static_cast<const void*>(g.data()) : g16.data();
-        std::vector<float> out32(n), unrounded(n);
-        std::vector<uint16_t> out16(n);
-        void* out = dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data();
+        std::vector<float> unrounded(n);
+        OutputRow row(dt, n);
         for (float* keep : {static_cast<float*>(nullptr), unrounded.data()}) {
-          symmar::simdNormScale(out, xs, gs, inv, n, dt, keep);
+          symmar::simdNormScale(row.data, xs, gs, inv, n, dt, keep);
           for (size_t i = 0; i < n; ++i) {
             const float y = x[i] * inv * g[i];
-            const bool same = dt == symmarFloat32 ? sameFloat(out32[i], y) : out16[i] == encode(dt, y);
+            const bool same = dt == symmarFloat32 ? sameFloat(row.out32[i], y) : row.out16[i] == encode(dt, y);
             ASSERT_TRUE(same && (!keep || sameFloat(keep[i], y))) << "dtype " << dt << " n " << n << " at " << i;
           }
         }
