@@ -300,10 +300,10 @@ typedef struct {
  * last threshold the allreduce, then the add and norm on each rank); where there are none, it is
  * planned like an allreduce of that size (the one-shot form where the tables say one-shot or
  * lamport, the two-shot form otherwise). One-shot whenever tokens < world. A comm without a fused
- * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or hidden 0 succeeds and moves
- * nothing (buffers may be NULL; on the host backend it still takes part in call matching, like an allreduce of count
- * 0). Where a row fits only the one-shot form's staging layout, the one-shot form runs. Host backend: stream must be
- * NULL.
+ * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or
+ * hidden 0 succeeds and moves nothing (buffers may be NULL; on the host backend it still takes
+ * part in call matching, like an allreduce of count 0). Where a row fits only the one-shot form's
+ * staging layout, the one-shot form runs. Host backend: stream must be NULL.
  */
 symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream);
 /** As symmarAllReduceAddRmsNorm with the form forced: symmarAlgoOneShot or symmarAlgoTwoShot. */
