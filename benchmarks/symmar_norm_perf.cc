@@ -112,14 +112,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t elem = symmarTypeSize(o.dtype);
+  const char* dtype = o.dtype == symmarFloat32 ? "f32" : o.dtype == symmarFloat16 ? "f16" : "bf16";
   printf(
-      "# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank, "
-      "simd %s\n",
-      o.world, o.hidden,
-      o.dtype == symmarFloat32   ? "f32"
-      : o.dtype == symmarFloat16 ? "f16"
-                                 : "bf16",
-      o.iters, symmar::simdReduceTargetName(symmar::simdReduceCurrentTarget()));
+      "# symmar_norm_perf: %d ranks (threads), hidden %zu, %s, %d iterations, median us of the slowest rank, simd %s\n",
+      o.world, o.hidden, dtype, o.iters, symmar::simdReduceTargetName(symmar::simdReduceCurrentTarget()));
   printf("#%9s %8s %12s %12s %9s %12s %13s\n", "tokens", "form", "fused", "separate", "speed-up", "allreduce",
          "fused/allred");
   int status = 0;
