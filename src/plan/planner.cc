@@ -129,10 +129,9 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
       held = true;
       if (available & algoBit(e.algo)) return e.algo;
     }
-    // Past the last threshold the unfused calls serve; a held call whose forms are disabled here
-    // takes the one left (both are available at this point, or one of them is).
-    if (!held) return symmarAlgoAuto;
-    return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
+    // Past the last threshold the unfused calls serve. A held call whose one-shot entries are
+    // disabled here takes the two-shot, which is available at this point.
+    return held ? symmarAlgoTwoShot : symmarAlgoAuto;
   }
   const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
   return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;

@@ -225,10 +225,11 @@ TEST(AddRmsNormArgs, BadArgumentsAreRefusedAndNothingIsWritten) {
   symmarCommDestroy(comm);
 }
 
-// A fused call never pairs with a peer's other call: another shape, or a plain allreduce of the
-// same element count, is a mismatch on both ranks (the call signature carries form, count, hidden).
+// A fused call never pairs with a peer's other call: another shape, a plain allreduce of the same
+// element count, or the same call in the other form (what ranks planning from different rows
+// would make) is a mismatch on both ranks (the call signature carries form, count, hidden).
 TEST(AddRmsNormArgs, MismatchedCallsSucceedOnNoRank) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     std::vector<symmarComm_t> comms(2);
     symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
     cfg.device = SYMMAR_DEVICE_CPU;
@@ -254,7 +255,8 @@ TEST(AddRmsNormArgs, MismatchedCallsSucceedOnNoRank) {
         res[rank] = symmarAllReduceAlgo(in.data(), out.data(), 64, symmarFloat32, symmarSum, symmarAlgoOneShot,
                                         comms[rank], nullptr);
       } else {
-        res[rank] = symmarAllReduceAddRmsNormAlgo(&a, symmarAlgoOneShot, comms[rank], nullptr);
+        const symmarAlgo_t form = rank == 1 && variant == 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
+        res[rank] = symmarAllReduceAddRmsNormAlgo(&a, form, comms[rank], nullptr);
       }
       return 0;
     });

@@ -149,10 +149,10 @@ TEST(Bootstrap, TenThousandCallsAcrossEpochWrap) {
   EXPECT_EQ(status[1], 0);
 }
 
-// A row for any collective counts: rank 0 alone loads a file with an allreduce, a reduce-scatter
-// or an all-gather row, and both ranks refuse the comm.
+// A row for any collective counts: rank 0 alone loads a file with an allreduce, a reduce-scatter,
+// an all-gather or a fused-call row, and both ranks refuse the comm.
 TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
-  for (const char* collective : {"allreduce", "reducescatter", "allgather"}) {
+  for (const char* collective : {"allreduce", "reducescatter", "allgather", "addrmsnorm"}) {
     SCOPED_TRACE(collective);
     char path[] = "/tmp/symmar-rank-table-XXXXXX";
     int fd = mkstemp(path);
