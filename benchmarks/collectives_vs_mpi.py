@@ -59,13 +59,17 @@ def main():
                       "".join(" %12s %8s   %-*s" % (a + " us", "mpi/" + a[:4], 5 * args.runs, "per run")
                               for a in algos))
                 for size in sorted({r["bytes"] for r in runs[0]}):
-                    def times(algo):
-                        return [next(r["time_us"] for r in run if r["bytes"] == size and r["algo"] == algo)
-                                for run in runs]
+                    def times(algo):  # None where an algorithm does not serve this size (lamport's cap)
+                        found = [[r["time_us"] for r in run if r["bytes"] == size and r["algo"] == algo]
+                                 for run in runs]
+                        return [t[0] for t in found] if all(found) else None
                     mpi = times("mpi")
                     line = "%10d %12.2f" % (size, statistics.median(mpi))
                     for algo in algos:
                         sym = times(algo)
+                        if sym is None:
+                            line += " %12s %8s   %-*s" % ("-", "-", 5 * args.runs, "not served")
+                            continue
                         per_run = " ".join("%.2f" % (m / s) for s, m in zip(sym, mpi))
                         line += " %12.2f %8.2f   %s" % (statistics.median(sym),
                                                          statistics.median(mpi) / statistics.median(sym), per_run)
