@@ -140,17 +140,20 @@ void startLauncher(int* argc, char*** argv) {
 }
 
 void printUsage(const char* prog, const char* extra_usage) {
-  printf("usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype[,dtype]] [-o op] [-G 0|1]\n"
-         "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
-         "          [--offset B]%s\n"
-         "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
-         "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
-         "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
-         "  double), or a comma list of them, timed interleaved as the algorithms are; op: sum max min\n"
-         "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
-         "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n"
-         "  --offset B: host buffers start B bytes (< 4096) past a page; malloc'ed buffers sit at 16\n",
-         prog, extra_usage);
+  printf(
+      "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype[,dtype]] [-o op] [-G 0|1]\n"
+      "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
+      "          [--offset B] [--block N]%s\n"
+      "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
+      "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
+      "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
+      "  double), or a comma list of them, timed interleaved as the algorithms are; op: sum max min\n"
+      "  --block N: algorithms and dtypes take turns in runs of N calls (default 10), a run's first call\n"
+      "  after another's untimed; 1: call by call\n"
+      "  algos: comma list of auto,oneshot,twoshot,multimem,nccl,mpi, or all (everything available here)\n"
+      "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n"
+      "  --offset B: host buffers start B bytes (< 4096) past a page; malloc'ed buffers sit at 16\n",
+      prog, extra_usage);
 }
 
 bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const std::string&, const char*)>& extra) {
@@ -176,6 +179,8 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "-f") o->factor = atof(v);
     else if (a == "-n") o->iters = atoi(v);
     else if (a == "-w") o->warmup = atoi(v);
+    else if (a == "--block")
+      o->block = atoi(v);
     else if (a == "-c") o->check = atoi(v) != 0;
     else if (a == "-G") o->graph = atoi(v) != 0;
     else if (a == "-J") o->json = v;
@@ -194,8 +199,9 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
       return false;
     }
   }
-  if (o->min_bytes > o->max_bytes || o->iters < 1 || o->warmup < 0 || o->factor < 1 || o->local_world < 0) {
-    fprintf(stderr, "bad sweep: need -b <= -e, -n >= 1, -w >= 0, -f >= 1\n");
+  if (o->min_bytes > o->max_bytes || o->iters < 1 || o->warmup < 0 || o->factor < 1 || o->local_world < 0 ||
+      o->block < 1) {
+    fprintf(stderr, "bad sweep: need -b <= -e, -n >= 1, -w >= 0, -f >= 1, --block >= 1\n");
     return false;
   }
   if (o->device != "cpu" && o->device != "gpu" && o->device != "auto") {

@@ -8,6 +8,7 @@
 
 #include "core/names.h"
 #include "core/numeric.h"
+#include "perf_schedule.h"
 
 #ifdef SYMMAR_PERF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -278,9 +279,9 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
   }
   // lamport serves small messages only: larger sizes get no row for it.
   auto serves = [](symmarAlgo_t a, size_t bytes) { return a != symmarAlgoLamport || bytes <= SYMMAR_LAMPORT_MAX_BYTES; };
-  // Sizes outside, variants inside, iterations interleaved across variants: every algorithm and
-  // dtype is timed in the same moments as the others, so ratios hold even on a machine whose
-  // speed drifts.
+  // Sizes outside, variants inside, interleaved in short runs (perf_schedule.h): every algorithm
+  // and dtype is timed in the same moments as the others, so ratios hold even on a machine whose
+  // speed drifts, and each in the state its own calls leave.
   const size_t nv = variants.size();
   std::vector<std::vector<Result>> per_variant(nv);
   for (size_t bytes : sizes(opt, unit)) {
@@ -291,15 +292,18 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       const size_t count = bytes / symmarTypeSize(dtypes[v.d]);
       return allreduce ? count : count / static_cast<size_t>(world);  // the call's own argument
     };
+    std::vector<size_t> serving;  // the variants timed at this size
+    for (size_t k = 0; k < nv; ++k) {
+      if (serves(variants[k].algo, bytes)) serving.push_back(k);
+    }
     group.barrier();
-    for (int it = 0; it < opt.warmup + opt.iters && res == symmarSuccess; ++it) {
-      for (size_t k = 0; k < nv && res == symmarSuccess; ++k) {
-        const Variant& v = variants[k];
-        if (!serves(v.algo, bytes)) continue;
-        double us = bufs[v.d]->timedCall(comm, callCount(v), dopts[v.d], v.algo, &res);
-        if (it >= opt.warmup) times[k].push_back(us);
-        failed = k;
-      }
+    for (const ScheduledCall& call : interleavedSchedule(serving.size(), opt.warmup, opt.iters, opt.block)) {
+      const size_t k = serving[call.variant];
+      const Variant& v = variants[k];
+      failed = k;
+      const double us = bufs[v.d]->timedCall(comm, callCount(v), dopts[v.d], v.algo, &res);
+      if (res != symmarSuccess) break;
+      if (call.timed) times[k].push_back(us);
     }
     for (size_t k = 0; k < nv; ++k) {
       const Variant& v = variants[k];

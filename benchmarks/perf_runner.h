@@ -16,6 +16,7 @@ struct Options {
   double factor = 2;
   int iters = 20;
   int warmup = 5;
+  int block = 10;  // --block: calls of one variant in a row (perf_schedule.h)
   bool check = true;
   symmarDataType_t dtype = symmarFloat32;
   std::vector<symmarDataType_t> dtypes;        // -d a,b: several, interleaved like the algorithms (dtype: a)

@@ -1,13 +1,13 @@
 // symmar_norm_perf: the fused allreduce + residual add + RMSNorm (symmarAllReduceAddRmsNorm)
 // against what an engine runs without it, an allreduce followed by its own residual add and
 // RMSNorm pass, for decode shapes (tokens x hidden, bf16 by default), host backend, ranks as
-// threads of this process. Both are timed in the same loop, interleaved, so the ratio holds even
-// while the machine's speed drifts. The allreduce alone (the first half of "separate") is printed
-// too: the fused call's cost over the bare collective. -A times several fused forms in the same loop
-// (auto: the one the call plans), a row each.
+// threads of this process. Both are timed in the same loop, interleaved in short runs
+// (perf_schedule.h), so the ratio holds even while the machine's speed drifts. The allreduce alone
+// (the first half of "separate") is printed too: the fused call's cost over the bare collective.
+// -A times several fused forms in the same loop (auto: the one the call plans), a row each.
 //
 //   symmar_norm_perf [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [-d bf16|f16|f32]
-//                    [-A auto,oneshot,twoshot]
+//                    [-A auto,oneshot,twoshot] [--block 10]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +22,7 @@
 #include "core/names.h"
 #include "host/add_rms_norm.h"  // the row kernels (no library state), from symmar_internal
 #include "host/simd_reduce.h"   // the SIMD target they run
+#include "perf_schedule.h"
 #include "symmar/symmar.h"
 
 namespace {
@@ -31,6 +32,7 @@ struct Options {
   size_t hidden = 7168;
   std::vector<size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int iters = 200;
+  int block = 10;  // calls of one variant in a row (perf_schedule.h)
   symmarDataType_t dtype = symmarBfloat16;
   std::vector<symmarAlgo_t> forms = {symmarAlgoAuto};
 };
@@ -70,6 +72,8 @@ bool parse(int argc, char** argv, Options* o) {
       o->hidden = std::strtoull(v, nullptr, 10);
     } else if (a == "-n") {
       o->iters = std::atoi(v);
+    } else if (a == "--block") {
+      o->block = std::atoi(v);
     } else if (a == "--tokens") {
       o->tokens.clear();
       for (const char* p = v; *p;) {
@@ -93,7 +97,7 @@ bool parse(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  return o->world >= 1 && o->hidden > 0 && o->iters > 0 && !o->tokens.empty();
+  return o->world >= 1 && o->hidden > 0 && o->iters > 0 && o->block > 0 && !o->tokens.empty();
 }
 
 }  // namespace
@@ -101,8 +105,10 @@ bool parse(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
-    fprintf(stderr, "usage: %s [--local-world N] [--hidden H] [--tokens 1,2,4] [-n iters] [-d bf16|f16|f32] "
-            "[-A auto,oneshot,twoshot]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s [--local-world N] [--hidden H] [--tokens 1,2,4] [-n iters] [-d bf16|f16|f32] "
+            "[-A auto,oneshot,twoshot] [--block N]\n",
+            argv[0]);
     return 2;
   }
   std::vector<symmarComm_t> comms(static_cast<size_t>(o.world));
@@ -142,23 +148,22 @@ int main(int argc, char** argv) {
         a.dtype = o.dtype;
         symmarComm_t comm = comms[static_cast<size_t>(r)];
         std::vector<std::vector<double>> us(forms + 2);  // the fused forms, separate, allreduce
-        for (int it = 0; it < o.iters + 10; ++it) {
-          // The forms take turns at going first (the same order on every rank: each call is
-          // collective), so that none always meets the ranks as the separate pass left them.
-          for (size_t i = 0; i < forms; ++i) {
-            const size_t f = (i + static_cast<size_t>(it)) % forms;
-            const double t0 = nowUs();
+        // The variants: the fused forms, then the allreduce with the separate pass. The schedule is
+        // the same on every rank: each call is collective.
+        for (const perf::ScheduledCall& call : perf::interleavedSchedule(forms + 1, 10, o.iters, o.block)) {
+          const size_t f = call.variant;
+          const double t0 = nowUs();
+          if (f < forms) {
             if (symmarAllReduceAddRmsNormAlgo(&a, o.forms[f], comm, nullptr) != symmarSuccess) status = 1;
-            if (it >= 10) us[f].push_back(nowUs() - t0);
+            if (call.timed) us[f].push_back(nowUs() - t0);
+            continue;
           }
-          const double t1 = nowUs();
           if (symmarAllReduce(in.data(), sum.data(), n, o.dtype, symmarSum, comm, nullptr) != symmarSuccess) status = 1;
-          const double t1b = nowUs();
+          const double t1 = nowUs();
           separateAddNorm(sum.data(), res.data(), norm.data(), gamma.data(), tokens, o.hidden, o.dtype);
-          const double t2 = nowUs();
-          if (it >= 10) {
-            us[forms].push_back(t2 - t1);
-            us[forms + 1].push_back(t1b - t1);
+          if (call.timed) {
+            us[forms].push_back(nowUs() - t0);
+            us[forms + 1].push_back(t1 - t0);
           }
         }
         for (size_t k = 0; k < us.size(); ++k) {
