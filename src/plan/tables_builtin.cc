@@ -98,12 +98,21 @@ constexpr const char* kHostsAllGatherSource =
     "symmar_perf -C allgather, 2 simulated hosts x 2 ranks, float, 2026-12-02, two runs: MPI_Allgather ahead "
     "of or level with one-shot at every size from 16 B to 32 MiB (one-shot 0.7-1.1x its speed)";
 // The fused allreduce + residual + RMSNorm on the host (bytes: the message, tokens x hidden): one-shot
-// reads every peer's rows and norms its own copy, two-shot norms a slice and gathers it back.
+// reads every peer's rows and norms its own copy, two-shot norms a slice and gathers it back. Timed
+// in runs of 10 calls per form: timed call by call (each after the other form's call), the 2026-12-02
+// measurements had one-shot ahead at 3-8 ranks too.
 constexpr const char* kHostFusedSource =
-    "symmar_norm_perf -A oneshot,twoshot (interleaved), hidden 7168 bf16, 1-256 tokens, 2026-12-02/03, 3 runs each: "
-    "2 ranks, one-shot ahead at every token count (1 token 4.6 vs 7.7-7.9 us, 16 tokens 49-50 vs 57-58 us, 256 "
-    "tokens 1245-1300 vs 1513-1619 us); 4 ranks oversubscribed on 2 cores, one-shot ahead in 25 of 27 cases "
-    "(behind at 8 and 16 tokens in one run); other worlds reuse these";
+    "symmar_norm_perf -A oneshot,twoshot (runs of 10 calls per form), hidden 7168 bf16, ranks as threads on a "
+    "2-core x86-64 VM (AMD EPYC), 2026-12-03, 6 runs (3 at 1-256 tokens, 3 at 12-512): one-shot ahead or within "
+    "7% to 16 tokens and ahead from 192 tokens in every run; at 24-128 tokens two-shot ahead 1.3-1.5x in the "
+    "machine's fast state, one-shot ahead 1.2-1.3x at 24-96 tokens in its slow state, two-shot at 128 tokens in 5 "
+    "of 6 runs; one-shot kept";
+constexpr const char* kHostFusedManyRanksSource =
+    "symmar_norm_perf -A oneshot,twoshot (runs of 10 calls per form), hidden 7168 bf16, 3 and 4 ranks as threads "
+    "oversubscribed on a 2-core x86-64 VM, 2026-12-03, 1-256 tokens: two-shot ahead or level from 2 tokens in 4 "
+    "of 4 runs at 4 ranks (1.1-2.7x from 8 tokens) and ahead or level in 2 of 2 at 3 ranks, at 1 token in 2 of 4 "
+    "runs at 4 ranks and 2 of 2 at 3 ranks "
+    "(the planner keeps the one-shot below a token per rank); worlds 5-8 reuse it";
 constexpr const char* kGpuScatterGatherSource =
     "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
@@ -312,7 +321,8 @@ const Spec kSpecs[] = {
     {kArchHost, symmarLinkHostMemory, 2, 8, {{symmarAlgoMpi, kUnbounded}}, kHostsAllGatherSource, 2, AG},
 
     // ---- host backend: the fused allreduce + residual + RMSNorm ----
-    {kArchHost, symmarLinkHostMemory, 2, 8, {{ONE, kUnbounded}}, kHostFusedSource, 1, FUSED},
+    {kArchHost, symmarLinkHostMemory, 2, 2, {{ONE, kUnbounded}}, kHostFusedSource, 1, FUSED},
+    {kArchHost, symmarLinkHostMemory, 3, 8, {{TWO, kUnbounded}}, kHostFusedManyRanksSource, 1, FUSED},
 
     // ---- GPUs: reduce-scatter and all-gather. No row names a kernel until one has been measured
     // on a GPU: NCCL serves, and one-shot where a comm has no NCCL ----

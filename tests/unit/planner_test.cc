@@ -425,15 +425,19 @@ TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
 
 // The built-in host rows: the fused call at decode sizes is one-shot at every world, though the
 // host allreduce row is two-shot above 1 KiB (the fused one-shot measured ahead, tables_builtin.cc).
-TEST(FusedForm, BuiltinHostRowsGiveTheOneShotAtDecodeSizes) {
+// Measured (tables_builtin.cc): one-shot at 2 ranks, two-shot from 3, at every decode size with at
+// least a token per rank; the allreduce rows alone would give two-shot at 2 ranks from 1 KiB and
+// one-shot at 4 ranks to 64 KiB.
+TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
   for (int world = 2; world <= 8; ++world) {
     const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
     const Tables& t = Tables::builtin();
     const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
     const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
     ASSERT_GT(fused->num_entries, 0) << "world " << world << " has a fused row";
-    for (int tokens : {2, 8, 64, 256}) {
-      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), symmarAlgoOneShot)
+    for (int tokens : {1, 2, 8, 64, 256}) {
+      const symmarAlgo_t want = world == 2 || tokens < world ? symmarAlgoOneShot : symmarAlgoTwoShot;
+      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), want)
           << "world " << world << ", " << tokens << " tokens of 7168 bf16";
     }
   }
