@@ -425,9 +425,9 @@ TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
 
 // The built-in host rows: the fused call at decode sizes is one-shot at every world, though the
 // host allreduce row is two-shot above 1 KiB (the fused one-shot measured ahead, tables_builtin.cc).
-// Measured (tables_builtin.cc): one-shot at 2 ranks, two-shot from 3, at every decode size with at
-// least a token per rank; the allreduce rows alone would give two-shot at 2 ranks from 1 KiB and
-// one-shot at 4 ranks to 64 KiB.
+// Measured (tables_builtin.cc): at 2 ranks one-shot to 16 tokens of 7168 bf16, two-shot at 24-128,
+// one-shot above; from 3 ranks two-shot at every size with at least a token per rank. The allreduce
+// rows alone would give two-shot at 2 ranks from 1 KiB and one-shot at 4 ranks to 64 KiB.
 TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
   for (int world = 2; world <= 8; ++world) {
     const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
@@ -435,8 +435,9 @@ TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
     const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
     const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
     ASSERT_GT(fused->num_entries, 0) << "world " << world << " has a fused row";
-    for (int tokens : {1, 2, 8, 64, 256}) {
-      const symmarAlgo_t want = world == 2 || tokens < world ? symmarAlgoOneShot : symmarAlgoTwoShot;
+    for (int tokens : {1, 2, 8, 16, 24, 64, 128, 192, 256}) {
+      const bool two_shot = world == 2 ? tokens > 16 && tokens <= 128 : tokens >= world;
+      const symmarAlgo_t want = two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot;
       EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), want)
           << "world " << world << ", " << tokens << " tokens of 7168 bf16";
     }
