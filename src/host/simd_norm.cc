@@ -90,25 +90,20 @@ HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const 
 
 // bfloat16 without widening, as ReduceBf16Pairs in simd_reduce.cc: a 32-bit lane holds two
 // elements, each a float32 once shifted up (lower) or masked (upper), and the same operations as
-// above give the same bits. Vectors of 4 or 8 lanes hold 8 or 16 elements, so a block of 16 is
-// kVecs = 2 or 1 vectors; lane l of vector k holds elements k * 2 * lanes + 2l and + 2l + 1 of the
-// block, whose squares go to those partials.
-template <int kVecs, class DU>
-HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
-                                        const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+// above give the same bits. One vector of pairs at element i: the rows' sum plus the residual,
+// rounded and stored to res_out; slo and shi get the stored lower and upper elements as float32.
+template <class DU, class VF = hn::Vec<hn::RebindToFloat<DU>>>
+HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
+                                     const uint16_t* residual, uint16_t* res_out, size_t i, VF& slo, VF& shi) {
   const hn::RebindToFloat<DU> df;
-  const size_t lanes = hn::Lanes(du);
-  const auto load = [&](const uint16_t* p, size_t at) {
-    return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + at));
-  };
-  auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
+  const auto load = [&](const uint16_t* p) { return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + i)); };
   // The pairs' sums as SumResidualLanes makes them: plain adds, and the exact ones only for a
   // vector with a NaN lane at the end (RoundBf16Pair's test).
-  const auto sum_pairs = [&](auto exact, hn::Vec<decltype(df)>& lo, hn::Vec<decltype(df)>& hi, size_t i) {
-    const auto w = load(src0, i);
+  const auto sum_pairs = [&](auto exact, VF& lo, VF& hi) {
+    const auto w = load(src0);
     lo = Bf16PairLower(df, w), hi = Bf16PairUpper(df, w);
     for (int r = 1; r < nsrc; ++r) {
-      const auto v = load(static_cast<const uint16_t*>(srcs[r]), i);
+      const auto v = load(static_cast<const uint16_t*>(srcs[r]));
       if constexpr (decltype(exact)::value) {
         lo = SumOp::Apply(df, lo, Bf16PairLower(df, v));
         hi = SumOp::Apply(df, hi, Bf16PairUpper(df, v));
@@ -118,21 +113,34 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
       }
     }
     if (residual) {
-      const auto v = load(residual, i);
+      const auto v = load(residual);
       lo = hn::Add(lo, Bf16PairLower(df, v));
       hi = hn::Add(hi, Bf16PairUpper(df, v));
     }
   };
+  VF lo, hi;
+  sum_pairs(std::false_type(), lo, hi);
+  hn::Vec<DU> rlo, rhi;
+  if (HWY_UNLIKELY(!RoundBf16Pair(df, lo, hi, rlo, rhi))) {
+    sum_pairs(std::true_type(), lo, hi);
+    RoundBf16Pair(df, lo, hi, rlo, rhi);
+  }
+  hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(res_out + i));
+  slo = hn::BitCast(df, rlo), shi = hn::BitCast(df, rhi);
+}
+
+// Vectors of 4 or 8 lanes hold 8 or 16 elements, so a block of 16 is kVecs = 2 or 1 vectors; lane
+// l of vector k holds elements k * 2 * lanes + 2l and + 2l + 1 of the block, whose squares go to
+// those partials.
+template <int kVecs, class DU>
+HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
+                                        const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+  const hn::RebindToFloat<DU> df;
+  const size_t lanes = hn::Lanes(du);
+  auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
   const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
-    hn::Vec<decltype(df)> lo, hi;
-    sum_pairs(std::false_type(), lo, hi, i);
-    hn::Vec<DU> rlo, rhi;
-    if (HWY_UNLIKELY(!RoundBf16Pair(df, lo, hi, rlo, rhi))) {
-      sum_pairs(std::true_type(), lo, hi, i);
-      RoundBf16Pair(df, lo, hi, rlo, rhi);
-    }
-    hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(res_out + i));
-    const auto slo = hn::BitCast(df, rlo), shi = hn::BitCast(df, rhi);
+    hn::Vec<decltype(df)> slo, shi;
+    AddResidualBf16Pairs(du, src0, srcs, nsrc, residual, res_out, i, slo, shi);
     lo_acc = hn::Add(lo_acc, hn::Mul(slo, slo));
     hi_acc = hn::Add(hi_acc, hn::Mul(shi, shi));
   };
@@ -148,6 +156,31 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
   return i;
 }
 
+#if HWY_TARGET != HWY_SCALAR  // (no halves of a one-lane vector)
+// Vectors of 16 lanes hold two blocks: lanes 0-7 the first, 8-15 the second, each laid out as one
+// vector of 8 lanes above. The first block's squares are added before the second's, into
+// accumulators of 8 lanes, so every partial sums its elements in the order the narrower vectors do.
+template <class DU>
+HWY_INLINE size_t AddResidualBf16WideBlocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
+                                            const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+  const hn::RebindToFloat<DU> df;
+  const hn::Half<decltype(df)> dh;
+  auto lo_acc = hn::Zero(dh), hi_acc = hn::Zero(dh);
+  size_t i = 0;
+  for (; i + 2 * kSquareParts <= n; i += 2 * kSquareParts) {
+    hn::Vec<decltype(df)> slo, shi;
+    AddResidualBf16Pairs(du, src0, srcs, nsrc, residual, res_out, i, slo, shi);
+    const auto sqlo = hn::Mul(slo, slo), sqhi = hn::Mul(shi, shi);
+    lo_acc = hn::Add(hn::Add(lo_acc, hn::LowerHalf(dh, sqlo)), hn::UpperHalf(dh, sqlo));
+    hi_acc = hn::Add(hn::Add(hi_acc, hn::LowerHalf(dh, sqhi)), hn::UpperHalf(dh, sqhi));
+  }
+  HWY_ALIGN float lo[kSquareParts / 2], hi[kSquareParts / 2];
+  hn::StoreU(lo_acc, dh, lo), hn::StoreU(hi_acc, dh, hi);
+  for (size_t k = 0; k < kSquareParts / 2; ++k) part[2 * k] = lo[k], part[2 * k + 1] = hi[k];
+  return i;  // a last single block, if any, goes to the caller's one-lane path, in order
+}
+#endif
+
 template <class Fmt>
 HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const void* residual_raw, void* res_out_raw,
                                     size_t n) {
@@ -160,8 +193,14 @@ HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const voi
   size_t i = 0;  // vectors of 4, 8 or 16 lanes; any other width takes the one-lane path below
   if constexpr (std::is_same_v<Fmt, Bf16Fmt>) {
     const hn::CappedTag<uint32_t, kSquareParts / 2> du;
-    if (hn::Lanes(du) == 8) i = AddResidualBf16Blocks<1>(du, src0, srcs, nsrc, residual, res_out, n, part);
-    if (hn::Lanes(du) == 4) i = AddResidualBf16Blocks<2>(du, src0, srcs, nsrc, residual, res_out, n, part);
+    bool wide = false;
+#if HWY_TARGET != HWY_SCALAR
+    const hn::CappedTag<uint32_t, kSquareParts> dw;
+    wide = hn::Lanes(dw) == 16;
+    if (wide) i = AddResidualBf16WideBlocks(dw, src0, srcs, nsrc, residual, res_out, n, part);
+#endif
+    if (!wide && hn::Lanes(du) == 8) i = AddResidualBf16Blocks<1>(du, src0, srcs, nsrc, residual, res_out, n, part);
+    if (!wide && hn::Lanes(du) == 4) i = AddResidualBf16Blocks<2>(du, src0, srcs, nsrc, residual, res_out, n, part);
   } else {
     if (hn::Lanes(d) == 16) i = AddResidualBlocks<Fmt, 1>(d, src0, srcs, nsrc, residual, res_out, n, part);
     if (hn::Lanes(d) == 8) i = AddResidualBlocks<Fmt, 2>(d, src0, srcs, nsrc, residual, res_out, n, part);

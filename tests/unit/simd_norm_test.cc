@@ -92,7 +92,7 @@ float referenceSquares(const std::vector<float>& stored) {
   return part[0];
 }
 
-const size_t kRowLengths[] = {1, 7, 8, 15, 16, 17, 31, 45, 64, 100, 7168};
+const size_t kRowLengths[] = {1, 7, 8, 15, 16, 17, 31, 45, 48, 63, 64, 100, 7168};
 
 TEST(SimdNorm, DecodesEveryCodeAtEveryTarget) {
   // (x * 1) * 1 is exact: the unrounded output is the decoded code, and the rounded one the code.
