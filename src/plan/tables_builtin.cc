@@ -77,7 +77,12 @@ constexpr const char* kHostAllGatherSource =
     "1.4-1.6x at 8-512 B, 2.1-4.0x at 2-32 KiB, 1.15-1.6x from 128 KiB to 32 MiB (one run in five behind there, "
     "0.57-0.84x: its three block copies against MPI's single-copy reads when the machine is slow); symmar_perf, "
     "2026-12-02, 500 iterations, 3 runs: lamport 0.26-0.34 us against one-shot's 0.33-0.38 us at 8-256 B "
-    "(1.53-1.78x MPI against 1.29-1.53x), level at 512 B-1 KiB, behind from 2 KiB (0.8-0.9x)";
+    "(1.53-1.78x MPI against 1.29-1.53x), level at 512 B-1 KiB, behind from 2 KiB (0.8-0.9x) when timed call by "
+    "call; symmar_perf -C allgather -A oneshot,lamport,mpi in runs of 10 calls, 256 B-512 KiB, 2026-12-03, 4 runs: "
+    "level to 4 KiB; at 8-256 KiB lamport ahead in 3 runs (32 KiB 2.46-2.67 vs 3.38-3.71 us, MPI 4.73-4.97; 128 "
+    "KiB 8.97-9.50 vs 12.67-14.21, MPI 9.35-9.89; 256 KiB 18.3-18.5 vs 23.4-25.5, MPI 16.9-17.5) and one-shot "
+    "1.5-1.7x ahead in the fourth (the machine's fast state), where lamport's worst against MPI was 0.79x at 256 "
+    "KiB and one-shot's in the other three 0.66x";
 constexpr const char* kHostReduceScatterManyRanksSource =
     "collectives_vs_mpi.py, 2026-12-02, 4 ranks oversubscribed on 2 cores: one-shot 1.1-1.3x MPI to 4 KiB, "
     "1.7-3.5x from 16 KiB to 16 MiB; symmar_perf, 2026-12-02, 3 and 4 ranks on 2 cores, 60 iterations: lamport "
@@ -293,7 +298,14 @@ const Spec kSpecs[] = {
     // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no lamport or
     // two-shot form: one-shot is the direct form over shared memory) ----
     {kArchHost, symmarLinkHostMemory, 2, 2, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
-    {kArchHost, symmarLinkHostMemory, 2, 2, {{LAMPORT, 512}, {ONE, kUnbounded}}, kHostAllGatherSource, 1, AG},
+    {kArchHost,
+     symmarLinkHostMemory,
+     2,
+     2,
+     {{LAMPORT, 512}, {ONE, 4 * KiB}, {LAMPORT, 256 * KiB}, {ONE, kUnbounded}},
+     kHostAllGatherSource,
+     1,
+     AG},
     {kArchHost,
      symmarLinkHostMemory,
      3,
