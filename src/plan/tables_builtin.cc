@@ -117,8 +117,8 @@ constexpr const char* kHostFusedManyRanksSource =
     "symmar_norm_perf -A oneshot,twoshot (runs of 10 calls per form), hidden 7168 bf16, 3 and 4 ranks as threads "
     "oversubscribed on a 2-core x86-64 VM, 2026-12-03, 1-256 tokens: two-shot ahead or level from 2 tokens in 4 "
     "of 4 runs at 4 ranks (1.1-2.7x from 8 tokens) and ahead or level in 2 of 2 at 3 ranks, at 1 token in 2 of 4 "
-    "runs at 4 ranks and 2 of 2 at 3 ranks "
-    "(the planner keeps the one-shot below a token per rank); worlds 5-8 reuse it";
+    "runs at 4 ranks and 2 of 2 at 3 ranks (the planner keeps the one-shot below a token per rank); worlds 5-8 "
+    "reuse it";
 constexpr const char* kGpuScatterGatherSource =
     "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
@@ -295,8 +295,8 @@ const Spec kSpecs[] = {
      "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29 (MPI's yielding wait wins "
      "the tiniest sizes there; lamport measured 2026-11-30 at 15 us vs mpi 13 us at 4 B there, so no lamport)"},
 
-    // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no lamport or
-    // two-shot form: one-shot is the direct form over shared memory) ----
+    // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no two-shot form:
+    // one-shot is the direct form over shared memory, lamport the one without a barrier) ----
     {kArchHost, symmarLinkHostMemory, 2, 2, {{ONE, kUnbounded}}, kHostReduceScatterSource, 1, RS},
     {kArchHost,
      symmarLinkHostMemory,

@@ -157,8 +157,8 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
   };
   const symmarTopology_t host2 = topo(0, 0, symmarLinkHostMemory, 2), host4 = topo(0, 0, symmarLinkHostMemory, 4);
   // Sizes per rank, the rows' the whole buffer. 2 ranks: lamport's all-gather to 512 B and from
-  // above 4 KiB to 256 KiB, one-shot between and above and for every reduce-scatter; 3-8 ranks: lamport's reduce-scatter to 256 KiB and
-  // all-gather to 64 KiB, one-shot above. No row names MPI (one-shot and lamport were ahead of it at
+  // above 4 KiB to 256 KiB, one-shot between and above and for every reduce-scatter; 3-8 ranks:
+  // lamport's reduce-scatter to 256 KiB and all-gather to 64 KiB, one-shot above. No row names MPI (one-shot and lamport were ahead of it at
   // every size measured): the same choices with and without the fallback.
   const Collective rs = Collective::kReduceScatter, ag = Collective::kAllGather;
   const struct {

@@ -423,9 +423,7 @@ TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
   EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot) << "32 KiB";
 }
 
-// The built-in host rows: the fused call at decode sizes is one-shot at every world, though the
-// host allreduce row is two-shot above 1 KiB (the fused one-shot measured ahead, tables_builtin.cc).
-// Measured (tables_builtin.cc): at 2 ranks one-shot to 16 tokens of 7168 bf16, two-shot at 24-128,
+// The built-in host rows, measured (tables_builtin.cc): at 2 ranks one-shot to 16 tokens of 7168 bf16, two-shot at 24-128,
 // one-shot above; from 3 ranks two-shot at every size with at least a token per rank. The allreduce
 // rows alone would give two-shot at 2 ranks from 1 KiB and one-shot at 4 ranks to 64 KiB.
 TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
