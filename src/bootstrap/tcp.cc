@@ -190,7 +190,13 @@ symmarResult_t TcpBootstrap::awaitAck(const IdPayload& id, const Deadline& deadl
     const int n = poll(&p, 1, local ? std::min(deadline.leftMs(), kServedCheckMs) : deadline.leftMs());
     if (n < 0 && errno != EINTR) return fail(symmarSystemError, "%s: poll failed: %s", what, strerror(errno));
     if (n > 0) break;
-    if (local && !idClaimed(id.nonce)) return refuse();
+    if (local && !idClaimed(id.nonce)) {
+      // Rank 0 answers before it lets go of the claim: an answer that came after this poll gave up
+      // and before the claim went is already here, and says why (a timeout, a refusal).
+      pollfd answered{root_, POLLIN, 0};
+      if (poll(&answered, 1, 0) > 0) break;
+      return refuse();
+    }
     if (deadline.passed()) return fail(symmarTimeout, "%s: no answer from rank 0 within %d ms", what, timeout_ms_);
   }
   symmarResult_t res = recvAll(root_, ack, sizeof(*ack), deadline, what);
