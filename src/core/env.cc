@@ -49,6 +49,11 @@ const EnvVarInfo kRegistry[] = {
     {"SYMMAR_HOST_SPIN", "integer 0..1073741824", "4096 (16 when ranks outnumber cores)",
      "Host backend: busy polls of a barrier flag before the wait starts yielding the core.", kInteger, 4096, 0,
      1 << 30},
+    {"SYMMAR_HOST_CMA", "0 or 1", "1",
+     "Host backend: an all-gather's peers copy a rank's send buffer straight from its process (Linux cross-memory "
+     "attach), where every rank's probe at comm creation reads its peers (same user and pid namespace, Yama "
+     "ptrace_scope 0 or ranks that are threads of one process); 0 stages it. Off when any rank asks.",
+     kInteger, 1, 0, 1},
     {"SYMMAR_HEAP_BYTES", "size 0..1T with K/M/G suffix", "256M",
      "Capacity of the symmetric heap for symmarMemAlloc; ranks use the smallest any of them asks for.", kSize,
      256 << 20, 0, kTiB},

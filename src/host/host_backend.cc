@@ -1,17 +1,20 @@
 #include "host/host_backend.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/host_layout.h"
+#include "core/bootstrap_api.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/names.h"
 #include "core/random.h"
+#include "host/cross_memory.h"
 
 namespace symmar {
 namespace {
@@ -79,6 +82,15 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->sync_ = std::make_unique<ShmSync>(b->heap_.get(), b->rank_, b->world_, host_ranks, ctx.settings.timeout_ms,
                                          spin_limit, ctx.settings.epoch_start);
     b->arena_ = SymmetricArena(heap_bytes);
+    // Every rank reads its peers' processes, or none does: an address a rank publishes needs
+    // readers on every peer.
+    const bool readable = envNumber("SYMMAR_HOST_CMA", 1) != 0 && crossMemoryWorks(*b->heap_, b->rank_, b->world_);
+    int first_failed = -1;
+    SYMMAR_CHECK(agreeAll(*host_boot, readable, &first_failed));
+    b->cross_memory_ = first_failed < 0;
+    SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
+                b->cross_memory_ ? "from their processes (cross-memory attach)"
+                                 : "from staging (a rank cannot read its peers' processes, or SYMMAR_HOST_CMA=0)");
   }
   *out = std::move(b);
   return symmarSuccess;
@@ -89,6 +101,14 @@ symmarResult_t HostBackend::peerInput(int p, uint32_t epoch, size_t bytes, size_
   SYMMAR_CHECK(checkPeerInputOffset(p, offset, bytes, elem));
   *input = offset == sched::kStagedInput ? nullptr : heap_->userBase(p) + offset;
   return symmarSuccess;
+}
+
+symmarResult_t HostBackend::readPeerProcess(int p, char* dst, uint64_t remote, size_t bytes) {
+  if (crossMemoryRead(heap_->header(p)->pid, dst, remote, bytes)) return symmarSuccess;
+  const int err = errno;
+  return sync_->failCall(fail(symmarPeerFailure, "rank %d's send buffer (%zu bytes at 0x%llx) could not be read from "
+                              "its process: %s", commRank(p), bytes, static_cast<unsigned long long>(remote),
+                              strerror(err)));
 }
 
 symmarResult_t HostBackend::checkPeerInputOffset(int peer, uint64_t input_offset, size_t input_bytes, size_t elem) {

@@ -115,6 +115,9 @@ class HostBackend : public Backend {
   /// the offset it published at the start barrier (checked against its input's bytes), or null
   /// when it staged it. epoch: the start barrier's.
   symmarResult_t peerInput(int p, uint32_t epoch, size_t bytes, size_t elem, const char** input);
+  /// Copies bytes from address `remote` in peer p's process (a send buffer it published,
+  /// cross_memory.h) to dst. A failed read fails the call on every rank (symmarPeerFailure).
+  symmarResult_t readPeerProcess(int p, char* dst, uint64_t remote, size_t bytes);
   /// Elements per chunk: a staging half, capped so a chunk's working set stays in cache.
   size_t chunkElems(size_t elem) const {
     return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);
@@ -135,6 +138,7 @@ class HostBackend : public Backend {
   SymmetricArena arena_{0};
   std::unique_ptr<ShmSync> sync_;  // with the heap: barriers, call numbers, failure words
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
+  bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
   std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece

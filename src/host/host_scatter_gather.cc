@@ -11,16 +11,28 @@
 // and every rank copies every rank's chunk to its place in the output.
 //
 // A send buffer from symmarMemAlloc is not staged: its offset goes out with the start barrier and
-// peers read it in place. No rank may then return (and let its caller rewrite that buffer) before
-// every peer has read it: when any rank's input was read in place, which every rank learns from the
-// same barrier, the call ends with one more barrier.
+// peers read it in place. An all-gather's send buffer of kCrossMemoryBlockBytes or more is not
+// staged either where the comm reads peers' processes (cross_memory.h): its address goes out, and
+// peers copy their chunks from it with one system call each. No rank may then return (and let its
+// caller rewrite that buffer) before every peer has read it: when any rank's input was read in
+// place, which every rank learns from the same barrier, the call ends with one more barrier.
 #include <cstring>
 
 #include "core/error.h"
+#include "host/cross_memory.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
 
 namespace symmar {
+namespace {
+
+// Smallest send buffer an all-gather has peers read from its process. 2 ranks, float32, EPYC VM
+// of docs/performance.md, interleaved with staging in each run: at 16 KiB per rank (one system call
+// of about 2 us per peer and chunk) staging was ahead, at 64 KiB cross-memory reads in both of the
+// machine's states.
+constexpr size_t kCrossMemoryBlockBytes = size_t{32} << 10;
+
+}  // namespace
 
 symmarResult_t HostBackend::scatterGather(const ScatterGatherCall& c) {
   SYMMAR_CHECK(checkCallable(c.stream));
@@ -77,24 +89,34 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
   const char* send = static_cast<const char*>(c.send);
   char* recv = static_cast<char*>(c.recv);
   const size_t block = c.count * elem;
-  const uint64_t input_offset = symmetricOffset(send, block);
-  bool read_in_place = input_offset != sched::kStagedInput;
+  uint64_t input_word = symmetricOffset(send, block);  // published with the start barrier
+  if (input_word == sched::kStagedInput && cross_memory_ && block >= kCrossMemoryBlockBytes) {
+    input_word = crossMemoryWord(send);
+  }
+  bool read_in_place = input_word != sched::kStagedInput;
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
-    if (input_offset == sched::kStagedInput) copyBytes(heap_->staging(rank_, half), send + r.begin * elem, bytes);
+    if (input_word == sched::kStagedInput) copyBytes(heap_->staging(rank_, half), send + r.begin * elem, bytes);
     // The own block needs no peer: copied while the peers stage theirs (in place it is there already).
     char* own = recv + rank_ * block + r.begin * elem;
     if (own != send + r.begin * elem) copyBytes(own, send + r.begin * elem, bytes);
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? callSignature(c) : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_word, k == 0 ? callSignature(c) : 0));
     const uint32_t epoch = sync_->epoch();
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;  // the peers in turn from the next rank on: reads spread over them
-      const char* input = nullptr;
+      char* dst = recv + p * block + r.begin * elem;
+      const uint64_t word = sync_->peerInputOffset(p, sched::kSlotStart, epoch);
+      if (cross_memory_ && isCrossMemoryWord(word)) {
+        read_in_place = true;
+        SYMMAR_CHECK(readPeerProcess(p, dst, crossMemoryAddress(word) + r.begin * elem, bytes));
+        continue;
+      }
+      const char* input = nullptr;  // a tagged word where the comm reads no processes is refused here
       SYMMAR_CHECK(peerInput(p, epoch, block, elem, &input));
       read_in_place = read_in_place || input != nullptr;
-      copyBytes(recv + p * block + r.begin * elem, input ? input + r.begin * elem : heap_->staging(p, half), bytes);
+      copyBytes(dst, input ? input + r.begin * elem : heap_->staging(p, half), bytes);
     }
     last_read_half_ = half;
   }

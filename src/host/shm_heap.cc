@@ -25,6 +25,7 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   }
   if (res == symmarSuccess) {
     header(rank)->pid = getpid();
+    header(rank)->self_address = reinterpret_cast<uintptr_t>(header(rank));  // cross_memory.h's probe
     // Every lamport slot starts empty (before the agreement below: no peer writes into it earlier).
     uint32_t* lamport = lamportSlot(rank, 0, 0);
     std::fill(lamport, lamport + sched::lamportAreaBytes(world_) / sizeof(uint32_t), sched::kLamportEmpty);

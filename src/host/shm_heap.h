@@ -30,6 +30,7 @@ struct SegmentHeader {
   int32_t pid;
   uint32_t failed_epoch;  // with kSegmentFailed: the first barrier epoch this rank did not complete
   uint32_t failed_call;   // with kSegmentFailed: the first call (comm-wide number) this rank did not complete
+  uint64_t self_address;  // this header's address in the rank's own process (cross_memory.h's probe)
 };
 
 class ShmHeap {

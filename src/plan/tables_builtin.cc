@@ -302,7 +302,7 @@ const Spec kSpecs[] = {
      symmarLinkHostMemory,
      2,
      2,
-     {{LAMPORT, 512}, {ONE, 4 * KiB}, {LAMPORT, 256 * KiB}, {ONE, kUnbounded}},
+     {{LAMPORT, 512}, {ONE, 4 * KiB}, {LAMPORT, 32 * KiB}, {ONE, kUnbounded}},
      kHostAllGatherSource,
      1,
      AG},

@@ -134,3 +134,50 @@ TEST(SilentWrong, PeerInputOffsetOutsideItsHeapIsRefusedByScatterGather) {
     }
   }
 }
+
+// A hostile rank 1 publishes, for an all-gather, the tagged address of a send buffer in its
+// process (cross_memory.h) that is not mapped there (the first page). Where the comm reads peers'
+// processes the read fails and rank 0 returns symmarPeerFailure naming it; with SYMMAR_HOST_CMA=0
+// (or where the probe found no access) a tagged word is no input offset and is refused as one.
+// The same word in a reduce-scatter, which reads no processes, is refused as well.
+TEST(SilentWrong, PeerSendBufferAddressThatCannotBeReadIsRefused) {
+  constexpr size_t kBlock = 2048;
+  const uint64_t unmapped = (uint64_t{1} << 63) | 0x1000;
+  for (const char* cma : {"1", "0"}) {
+    for (bool scatter : {false, true}) {
+      symmarUniqueId id;
+      ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+      auto status = mp::runForked(2, [&](int rank) {
+        setenv("SYMMAR_HOST_CMA", cma, 1);
+        symmarComm_t comm = initCpu(id, 2, rank, 2000);
+        if (!comm) return 10;
+        if (rank == 1) {
+          const uint64_t code = 200 + 16 * (scatter ? 1 : 2) + symmarAlgoOneShot;
+          if (!publishHostileBarrier(unmapped, twoShotSignature(kBlock, 1, code))) return 20;
+          sleepMs(3000);
+          return 0;
+        }
+        std::vector<float> whole(2 * kBlock, 1.0f), block(kBlock, 1.0f);
+        const symmarResult_t res =
+            scatter ? symmarReduceScatterAlgo(whole.data(), block.data(), kBlock, symmarFloat32, symmarSum,
+                                              symmarAlgoOneShot, comm, nullptr)
+                    : symmarAllGatherAlgo(block.data(), whole.data(), kBlock, symmarFloat32, symmarAlgoOneShot, comm,
+                                          nullptr);
+        const std::string err = symmarGetLastError(comm);
+        const bool refused = err.find("input offset") != std::string::npos;
+        const bool unreadable = err.find("could not be read") != std::string::npos;
+        // Only an all-gather with reads from processes on may try the address.
+        const bool ok = *cma == '0' || scatter ? refused : (refused || unreadable);
+        if (res != symmarPeerFailure || !ok) {
+          fprintf(stderr, "rank 0: %s: %s\n", symmarGetErrorString(res), err.c_str());
+          return 11;
+        }
+        if (unreadable) fprintf(stderr, "rank 0 (expected): %s\n", err.c_str());
+        symmarCommDestroy(comm);
+        return 0;
+      });
+      EXPECT_EQ(status[0], 0) << "SYMMAR_HOST_CMA=" << cma << (scatter ? " reduce-scatter" : " all-gather");
+      EXPECT_EQ(status[1], 0);
+    }
+  }
+}

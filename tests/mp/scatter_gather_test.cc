@@ -156,6 +156,34 @@ TEST(HostScatterGather, ASymmetricInputIsReadBeforeAnyRankReturns) {
   }
 }
 
+// The same for an all-gather's caller send buffer that peers copy from its process (from 32 KiB
+// per rank, where the processes can read each other): no peer may read the caller's rewrite.
+TEST(HostScatterGather, ACallerInputReadFromItsProcessIsReadBeforeAnyRankReturns) {
+  const int world = 3;
+  const size_t n = 40000;  // several chunks of the 64 KiB staging
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(world, [&](int rank) {
+    symmarConfig_t cfg = testConfig();
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    std::vector<float> send(n), gathered(n * world);
+    int wrong = 0;
+    for (int call = 0; call < 20; ++call) {
+      for (size_t i = 0; i < n; ++i) send[i] = static_cast<float>(rank * 100 + call) + static_cast<float>(i % 7);
+      const symmarResult_t res = symmarAllGatherAlgo(send.data(), gathered.data(), n, symmarFloat32,
+                                                     symmarAlgoOneShot, comm, nullptr);
+      for (size_t i = 0; i < n; ++i) send[i] = -1000.0f;  // the caller reuses its buffer at once
+      if (res != symmarSuccess) return 200;
+      for (size_t i = 0; i < n * world; ++i) {
+        wrong += gathered[i] != static_cast<float>(static_cast<int>(i / n) * 100 + call) + static_cast<float>(i % n % 7);
+      }
+    }
+    return (wrong > 0) + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+}
+
 // Reduce-scatters and all-gathers with caller buffers (one barrier per chunk, staging halves
 // alternating, no end barrier) mixed with allreduces, across the wrap of the barrier epoch: every
 // result exact (int32), on both ranks.

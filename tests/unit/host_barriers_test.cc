@@ -1,11 +1,12 @@
 // How many barriers the host schedules take per call, counted on the barrier epoch: each barrier is
 // a cache-line round trip between the ranks, the largest cost of a small call. Reduce-scatter and
 // all-gather take one per chunk, and one more at the end only when a peer's send buffer was read
-// in place (a symmarMemAlloc buffer), so that no rank returns while a peer still reads its input.
-// Their lamport forms take none.
+// in place (a symmarMemAlloc buffer, or an all-gather's send buffer read from the peer's process),
+// so that no rank returns while a peer still reads its input. Their lamport forms take none.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -22,13 +23,12 @@ struct Counted {
 
 // Runs one call of the collective on each of `world` thread ranks and counts rank 0's barriers.
 Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send,
-                          symmarAlgo_t algo = symmarAlgoOneShot) {
+                          symmarAlgo_t algo = symmarAlgoOneShot, size_t count = 16) {
   std::vector<symmarComm_t> comms(static_cast<size_t>(world));
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
   Counted out;
   if (symmarCommInitAll(comms.data(), world, nullptr, &cfg) != symmarSuccess) return {false, 0};
-  const size_t count = 16;
   std::vector<uint32_t> before(static_cast<size_t>(world)), after(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   std::vector<int> failed(static_cast<size_t>(world), 0);
@@ -49,7 +49,10 @@ Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send,
           reduce_scatter ? symmarReduceScatterAlgo(send, recv.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr)
                          : symmarAllGatherAlgo(send, recv.data(), count, symmarFloat32, algo, comm, nullptr);
       after[static_cast<size_t>(r)] = host->barrierEpoch();
-      failed[static_cast<size_t>(r)] = res != symmarSuccess || recv[0] != (reduce_scatter ? world : 1);
+      failed[static_cast<size_t>(r)] = res != symmarSuccess;
+      for (size_t i = 0; i < (reduce_scatter ? count : recv.size()); ++i) {
+        if (recv[i] != (reduce_scatter ? world : 1)) failed[static_cast<size_t>(r)] = 1;
+      }
       if (heap && symmarMemFree(comm, heap) != symmarSuccess) failed[static_cast<size_t>(r)] = 1;
     });
   }
@@ -81,6 +84,22 @@ TEST(HostBarriers, ScatterGatherReadingASymmetricSendBufferEndsWithABarrier) {
     EXPECT_EQ(c.barriers, 2u) << (rs ? "reduce-scatter" : "all-gather")
                               << ": peers read the send buffer in place, so no rank returns before they are done";
   }
+}
+
+// From 64 KiB per rank an all-gather's peers copy a caller's send buffer from its process: one
+// chunk, then the end barrier. With SYMMAR_HOST_CMA=0 (on any rank: the ranks agree) it is staged.
+TEST(HostBarriers, AllGatherReadingPeersProcessesEndsWithABarrier) {
+  const size_t at_threshold = (64 << 10) / sizeof(float);
+  for (const char* cma : {"1", "0"}) {
+    setenv("SYMMAR_HOST_CMA", cma, 1);
+    for (size_t count : {at_threshold - 1, at_threshold}) {
+      const Counted c = barriersOfOneCall(2, false, false, symmarAlgoOneShot, count);
+      ASSERT_TRUE(c.ok) << "SYMMAR_HOST_CMA=" << cma << ", count " << count;
+      const bool read_from_process = *cma == '1' && count == at_threshold;
+      EXPECT_EQ(c.barriers, read_from_process ? 2u : 1u) << "SYMMAR_HOST_CMA=" << cma << ", count " << count;
+    }
+  }
+  unsetenv("SYMMAR_HOST_CMA");
 }
 
 TEST(HostBarriers, LamportScatterGatherTakesNoBarrier) {

@@ -157,7 +157,7 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
   };
   const symmarTopology_t host2 = topo(0, 0, symmarLinkHostMemory, 2), host4 = topo(0, 0, symmarLinkHostMemory, 4);
   // Sizes per rank, the rows' the whole buffer. 2 ranks: lamport's all-gather to 512 B and from
-  // above 4 KiB to 256 KiB, one-shot between and above and for every reduce-scatter; 3-8 ranks:
+  // above 4 KiB to 32 KiB, one-shot between and above and for every reduce-scatter; 3-8 ranks:
   // lamport's reduce-scatter to 256 KiB and all-gather to 64 KiB, one-shot above. No row names MPI (one-shot and lamport were ahead of it at
   // every size measured): the same choices with and without the fallback.
   const Collective rs = Collective::kReduceScatter, ag = Collective::kAllGather;
@@ -169,8 +169,8 @@ TEST(ScatterGatherPlan, BuiltinRowsGiveTheMeasuredChoices) {
   } choices[] = {
       {host2, ag, 2, symmarAlgoLamport},           {host2, ag, 256, symmarAlgoLamport},
       {host2, ag, 260, symmarAlgoOneShot},         {host2, ag, 2048, symmarAlgoOneShot},
-      {host2, ag, 2052, symmarAlgoLamport},        {host2, ag, size_t(128) << 10, symmarAlgoLamport},
-      {host2, ag, (size_t(128) << 10) + 4, symmarAlgoOneShot}, {host2, ag, size_t(32) << 20, symmarAlgoOneShot},
+      {host2, ag, 2052, symmarAlgoLamport},        {host2, ag, size_t(16) << 10, symmarAlgoLamport},
+      {host2, ag, (size_t(16) << 10) + 4, symmarAlgoOneShot}, {host2, ag, size_t(32) << 20, symmarAlgoOneShot},
       {host2, rs, 2, symmarAlgoOneShot},           {host2, rs, size_t(16) << 10, symmarAlgoOneShot},
       {host4, rs, 2, symmarAlgoLamport},           {host4, rs, size_t(64) << 10, symmarAlgoLamport},
       {host4, rs, (size_t(64) << 10) + 4, symmarAlgoOneShot}, {host4, ag, size_t(16) << 10, symmarAlgoLamport},
