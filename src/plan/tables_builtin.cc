@@ -73,16 +73,16 @@ constexpr const char* kHostReduceScatterSource =
     "1.6-1.8x at 8-512 B, 2.6-4.4x at 2-32 KiB, 4.1-5.4x from 128 KiB to 32 MiB; symmar_perf, 2026-12-02, 500 "
     "iterations, 3 runs: lamport level with one-shot to 1 KiB and behind above, so one-shot serves every size";
 constexpr const char* kHostAllGatherSource =
-    "collectives_vs_mpi.py, 2026-12-02: one-shot ahead of or level with MPI_Allgather at every size; 2 ranks: "
-    "1.4-1.6x at 8-512 B, 2.1-4.0x at 2-32 KiB, 1.15-1.6x from 128 KiB to 32 MiB (one run in five behind there, "
-    "0.57-0.84x: its three block copies against MPI's single-copy reads when the machine is slow); symmar_perf, "
-    "2026-12-02, 500 iterations, 3 runs: lamport 0.26-0.34 us against one-shot's 0.33-0.38 us at 8-256 B "
-    "(1.53-1.78x MPI against 1.29-1.53x), level at 512 B-1 KiB, behind from 2 KiB (0.8-0.9x) when timed call by "
-    "call; symmar_perf -C allgather -A oneshot,lamport,mpi in runs of 10 calls, 256 B-512 KiB, 2026-12-03, 4 runs: "
-    "level to 4 KiB; at 8-256 KiB lamport ahead in 3 runs (32 KiB 2.46-2.67 vs 3.38-3.71 us, MPI 4.73-4.97; 128 "
-    "KiB 8.97-9.50 vs 12.67-14.21, MPI 9.35-9.89; 256 KiB 18.3-18.5 vs 23.4-25.5, MPI 16.9-17.5) and one-shot "
-    "1.5-1.7x ahead in the fourth (the machine's fast state), where lamport's worst against MPI was 0.79x at 256 "
-    "KiB and one-shot's in the other three 0.66x";
+    "collectives_vs_mpi.py, 2026-12-02: one-shot ahead of or level with MPI_Allgather to 32 KiB; 2 ranks: "
+    "1.4-1.6x at 8-512 B, 2.1-4.0x at 2-32 KiB; symmar_perf, 2026-12-02, 500 iterations, 3 runs: lamport "
+    "0.26-0.34 us against one-shot's 0.33-0.38 us at 8-256 B, level at 512 B-1 KiB, behind from 2 KiB when timed "
+    "call by call; in runs of 10 calls, 2026-12-03, 4 runs: level to 4 KiB, lamport ahead at 8-32 KiB (32 KiB "
+    "2.46-2.67 vs 3.38-3.71 us, MPI 4.73-4.97). From 64 KiB one-shot with peers reading the send buffer from its "
+    "process (cross-memory attach), collectives_vs_mpi.py -A oneshot,lamport, 2026-12-03, 3 runs of 3: 64 KiB "
+    "1.14-1.18x MPI against lamport's 0.90-1.27x, 128 KiB 1.11-1.15x against 0.75-1.03x; -A auto,lamport, 5 runs: "
+    "auto 1.08-1.23x at 128 KiB (lamport 0.70-1.05x), 0.86-1.07x at 512 KiB, 1.02-1.06x at 2 MiB, 0.96-1.06x at "
+    "8 MiB, 0.90-1.11x at 32 MiB; staged one-shot had been 1.3-1.6x MPI at 512 KiB-2 MiB in the machine's fast "
+    "state and 0.20-0.25x in its slow one";
 constexpr const char* kHostReduceScatterManyRanksSource =
     "collectives_vs_mpi.py, 2026-12-02, 4 ranks oversubscribed on 2 cores: one-shot 1.1-1.3x MPI to 4 KiB, "
     "1.7-3.5x from 16 KiB to 16 MiB; symmar_perf, 2026-12-02, 3 and 4 ranks on 2 cores, 60 iterations: lamport "
