@@ -38,6 +38,9 @@ class HostBackend : public Backend {
   /// The barrier epoch this rank reached (each barrier advances it by one), for the tests that
   /// count a schedule's barriers; 0 where the comm has no shared memory.
   uint32_t barrierEpoch() const;
+  /// Whether every rank can read its peers' processes (cross_memory.h): an all-gather's large
+  /// caller send buffers are then read there instead of staged. Agreed at creation.
+  bool readsPeerProcesses() const { return cross_memory_; }
 
  private:
   /// An allreduce as the executors address it: byte pointers, the element size at hand.

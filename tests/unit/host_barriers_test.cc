@@ -4,9 +4,13 @@
 // in place (a symmarMemAlloc buffer, or an all-gather's send buffer read from the peer's process),
 // so that no rank returns while a peer still reads its input. Their lamport forms take none.
 #include <gtest/gtest.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -19,6 +23,7 @@ namespace {
 struct Counted {
   bool ok = true;
   uint32_t barriers = 0;
+  bool reads_processes = false;  // the comm reads peers' processes (HostBackend::readsPeerProcesses)
 };
 
 // Runs one call of the collective on each of `world` thread ranks and counts rank 0's barriers.
@@ -44,6 +49,7 @@ Counted barriersOfOneCall(int world, bool reduce_scatter, bool symmetric_send,
       }
       float* send = symmetric_send ? static_cast<float*>(heap) : caller.data();
       for (size_t i = 0; i < caller.size(); ++i) send[i] = 1.0f;
+      if (r == 0) out.reads_processes = host->readsPeerProcesses();
       before[static_cast<size_t>(r)] = host->barrierEpoch();
       const symmarResult_t res =
           reduce_scatter ? symmarReduceScatterAlgo(send, recv.data(), count, symmarFloat32, symmarSum, algo, comm, nullptr)
@@ -86,15 +92,22 @@ TEST(HostBarriers, ScatterGatherReadingASymmetricSendBufferEndsWithABarrier) {
   }
 }
 
-// From 64 KiB per rank an all-gather's peers copy a caller's send buffer from its process: one
-// chunk, then the end barrier. With SYMMAR_HOST_CMA=0 (on any rank: the ranks agree) it is staged.
+// From 32 KiB per rank an all-gather's peers copy a caller's send buffer from its process: one
+// chunk, then the end barrier. With SYMMAR_HOST_CMA=0 it is staged. Ranks that are threads of one
+// process can always read it (a process may read itself), so the comm must say it does.
 TEST(HostBarriers, AllGatherReadingPeersProcessesEndsWithABarrier) {
-  const size_t at_threshold = (64 << 10) / sizeof(float);
+  int word = 42, copy = 0;
+  struct iovec to = {&copy, sizeof(copy)}, from = {&word, sizeof(word)};
+  if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) != sizeof(word)) {
+    GTEST_SKIP() << "process_vm_readv is not permitted here (seccomp or capabilities): " << strerror(errno);
+  }
+  const size_t at_threshold = (32 << 10) / sizeof(float);
   for (const char* cma : {"1", "0"}) {
     setenv("SYMMAR_HOST_CMA", cma, 1);
     for (size_t count : {at_threshold - 1, at_threshold}) {
       const Counted c = barriersOfOneCall(2, false, false, symmarAlgoOneShot, count);
       ASSERT_TRUE(c.ok) << "SYMMAR_HOST_CMA=" << cma << ", count " << count;
+      EXPECT_EQ(c.reads_processes, *cma == '1') << "SYMMAR_HOST_CMA=" << cma;
       const bool read_from_process = *cma == '1' && count == at_threshold;
       EXPECT_EQ(c.barriers, read_from_process ? 2u : 1u) << "SYMMAR_HOST_CMA=" << cma << ", count " << count;
     }
