@@ -210,29 +210,38 @@ HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
 #endif
 }
 
-// The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
-// lower half masked off), rounded as Bf16Fmt::Encode rounds, with the NaN path only where a lane
-// holds a NaN. Each result holds its bf16 bits in the upper half and zeros below, which is also its
-// value as a float32; PackBf16Pair puts them back in place. Returns whether no lane was a NaN (the
-// test adds the halves: opposite infinities take the NaN path too, which is exact in every lane).
-template <class DF, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
-HWY_INLINE bool RoundBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, VU& rlo, VU& rhi) {
-  const hn::RebindToUnsigned<DF> du;
-  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {
-    rlo = Bf16RoundHigh(du, hn::BitCast(du, lo)), rhi = Bf16RoundHigh(du, hn::BitCast(du, hi));
-    return true;
-  }
-  rlo = Bf16RoundHighNaN(du, hn::BitCast(du, lo)), rhi = Bf16RoundHighNaN(du, hn::BitCast(du, hi));
-  return false;
+// PackBf16Pair(Bf16RoundUnmasked(lo), Bf16RoundUnmasked(hi)) for vectors without NaN lanes, in
+// 16-bit lanes, two elements per 32-bit lane at once: the upper halves of lo and hi packed as
+// PackBf16Pair packs them (u) and the lower halves alike (l). An element rounds up by one exactly
+// when l + (u & 1) + 0x7fff carries into bit 16, that is when the rounded average of l and
+// 0x7ffe + (u & 1), (l + (u & 1) + 0x7fff) >> 1 without overflow, reaches 0x8000. The sum u + 1
+// cannot leave 16 bits: u is no NaN, so at most 0xff7f (-max finite), which rounds to -infinity
+// as the 32-bit form does.
+template <class VU>
+HWY_INLINE VU RoundAndPackBf16NoNaN(VU lo, VU hi) {
+  const hn::DFromV<VU> du;
+#if HWY_TARGET == HWY_SCALAR  // one 32-bit lane: no 16-bit lanes
+  return PackBf16Pair(Bf16RoundUnmasked(du, lo), Bf16RoundUnmasked(du, hi));
+#else
+  const hn::Repartition<uint16_t, decltype(du)> d16;
+  const auto u = hn::OddEven(hn::BitCast(d16, hi), hn::BitCast(d16, hn::ShiftRight<16>(lo)));
+  const auto l = hn::OddEven(hn::BitCast(d16, hn::ShiftLeft<16>(hi)), hn::BitCast(d16, lo));
+  const auto bias = hn::OrAnd(hn::Set(d16, uint16_t{0x7ffe}), u, hn::Set(d16, uint16_t{1}));
+  return hn::BitCast(du, hn::Add(u, hn::ShiftRight<15>(hn::AverageRound(l, bias))));
+#endif
 }
-// The same rounding, packed at once: the lower halves are left as the rounding leaves them, since
-// only the packing reads the results.
+
+// The two halves of a vector of bf16 pairs, each as float32 lanes (lower: shifted up, upper: the
+// lower half masked off), rounded as Bf16Fmt::Encode rounds and packed back into pairs, with the
+// NaN path only where a lane holds a NaN. *no_nan (if not null) tells whether no lane was a NaN
+// (the test adds the halves: opposite infinities take the NaN path too, which is exact in every lane).
 template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundAndPackBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundAndPackBf16Pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi,
+                                                                 bool* no_nan = nullptr) {
   const hn::RebindToUnsigned<DF> du;
-  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi))))) {
-    return PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo)), Bf16RoundUnmasked(du, hn::BitCast(du, hi)));
-  }
+  const bool none = hn::AllFalse(df, hn::IsNaN(hn::Add(lo, hi)));
+  if (no_nan) *no_nan = none;
+  if (HWY_LIKELY(none)) return RoundAndPackBf16NoNaN(hn::BitCast(du, lo), hn::BitCast(du, hi));
   return PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo)), Bf16RoundHighNaN(du, hn::BitCast(du, hi)));
 }
 

@@ -98,7 +98,7 @@ HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* co
   const hn::RebindToFloat<DU> df;
   const auto load = [&](const uint16_t* p) { return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + i)); };
   // The pairs' sums as SumResidualLanes makes them: plain adds, and the exact ones only for a
-  // vector with a NaN lane at the end (RoundBf16Pair's test).
+  // vector with a NaN lane at the end (RoundAndPackBf16Pair's test).
   const auto sum_pairs = [&](auto exact, VF& lo, VF& hi) {
     const auto w = load(src0);
     lo = Bf16PairLower(df, w), hi = Bf16PairUpper(df, w);
@@ -120,13 +120,14 @@ HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* co
   };
   VF lo, hi;
   sum_pairs(std::false_type(), lo, hi);
-  hn::Vec<DU> rlo, rhi;
-  if (HWY_UNLIKELY(!RoundBf16Pair(df, lo, hi, rlo, rhi))) {
+  bool no_nan = true;
+  auto stored = RoundAndPackBf16Pair(df, lo, hi, &no_nan);
+  if (HWY_UNLIKELY(!no_nan)) {
     sum_pairs(std::true_type(), lo, hi);
-    RoundBf16Pair(df, lo, hi, rlo, rhi);
+    stored = RoundAndPackBf16Pair(df, lo, hi);
   }
-  hn::StoreU(PackBf16Pair(rlo, rhi), du, reinterpret_cast<uint32_t*>(res_out + i));
-  slo = hn::BitCast(df, rlo), shi = hn::BitCast(df, rhi);
+  hn::StoreU(stored, du, reinterpret_cast<uint32_t*>(res_out + i));
+  slo = Bf16PairLower(df, stored), shi = Bf16PairUpper(df, stored);
 }
 
 // Vectors of 4 or 8 lanes hold 8 or 16 elements, so a block of 16 is kVecs = 2 or 1 vectors; lane

@@ -96,8 +96,12 @@ HWY_NOINLINE void ReduceTyped(void* dst_raw, void* dst2_raw, const void* const* 
 // result's bits in the upper half), and put back together in place. Every element goes through the
 // same operations as on the widening path, so the bits are the same; only the cross-lane packing
 // that widening and narrowing need on x86 is gone.
-template <class Op>
+// kSources: the number of sources when known at compile time (2, the common case: the loop over
+// sources unrolled and its accumulators kept in place; 2 ranks, bf16, 16-256 KiB in symmar_micro,
+// 5-10% faster than the loop), else 0.
+template <class Op, int kSources>
 HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* const* srcs, int nsrc, size_t n) {
+  if constexpr (kSources != 0) nsrc = kSources;
   const hn::ScalableTag<uint32_t> du;
   const hn::RebindToFloat<decltype(du)> df;
   const size_t lanes = hn::Lanes(du);
@@ -117,8 +121,8 @@ HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* c
     }
     hn::Vec<decltype(du)> o0, o1;
     if (HWY_LIKELY(!maybe_nan || !AnyNaN4(df, lo0, hi0, lo1, hi1))) {
-      o0 = PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo0)), Bf16RoundUnmasked(du, hn::BitCast(du, hi0)));
-      o1 = PackBf16Pair(Bf16RoundUnmasked(du, hn::BitCast(du, lo1)), Bf16RoundUnmasked(du, hn::BitCast(du, hi1)));
+      o0 = RoundAndPackBf16NoNaN(hn::BitCast(du, lo0), hn::BitCast(du, hi0));
+      o1 = RoundAndPackBf16NoNaN(hn::BitCast(du, lo1), hn::BitCast(du, hi1));
     } else {
       o0 = PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo0)), Bf16RoundHighNaN(du, hn::BitCast(du, hi0)));
       o1 = PackBf16Pair(Bf16RoundHighNaN(du, hn::BitCast(du, lo1)), Bf16RoundHighNaN(du, hn::BitCast(du, hi1)));
@@ -135,7 +139,10 @@ HWY_NOINLINE size_t ReduceBf16Pairs(uint16_t* dst, uint16_t* dst2, const void* c
 
 template <class Op>
 HWY_INLINE void ReduceBf16(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n) {
-  const size_t done = ReduceBf16Pairs<Op>(static_cast<uint16_t*>(dst), static_cast<uint16_t*>(dst2), srcs, nsrc, n);
+  uint16_t* const out = static_cast<uint16_t*>(dst);
+  uint16_t* const out2 = static_cast<uint16_t*>(dst2);
+  const size_t done =
+      nsrc == 2 ? ReduceBf16Pairs<Op, 2>(out, out2, srcs, nsrc, n) : ReduceBf16Pairs<Op, 0>(out, out2, srcs, nsrc, n);
   if (done < n) ReduceTyped<Bf16Fmt, Op>(dst, dst2, srcs, nsrc, n, done);  // the tail, widened
 }
 
