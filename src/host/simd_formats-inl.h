@@ -215,8 +215,8 @@ HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
 // PackBf16Pair packs them (u) and the lower halves alike (l). An element rounds up by one exactly
 // when l + (u & 1) + 0x7fff carries into bit 16, that is when the rounded average of l and
 // 0x7ffe + (u & 1), (l + (u & 1) + 0x7fff) >> 1 without overflow, reaches 0x8000. The sum u + 1
-// cannot leave 16 bits: u is no NaN, so at most 0xff7f (-max finite), which rounds to -infinity
-// as the 32-bit form does.
+// cannot leave 16 bits: without NaNs u is at most 0xff80 (-infinity, whose lower half is 0 and
+// never rounds up), and 0xff7f rounds up to -infinity as the 32-bit form does.
 template <class VU>
 HWY_INLINE VU RoundAndPackBf16NoNaN(VU lo, VU hi) {
   const hn::DFromV<VU> du;
