@@ -20,13 +20,14 @@ namespace {
 
 constexpr int kTimeoutMs = 1000;
 
-enum class Kind { kAllReduce, kReduceScatter, kAllGather };
+// kLargeAllGather: blocks of 64 KiB, which peers read from the rank's process where they can.
+enum class Kind { kAllReduce, kReduceScatter, kAllGather, kLargeAllGather };
 
 /// One one-shot call of kind whose inputs depend on the rank (small integers: exact sums); *wrong
 /// is set when it returned success with any element off the hand-worked value.
 symmarResult_t checkedCall(symmarComm_t comm, int rank, Kind kind, bool* wrong) {
   if (kind == Kind::kAllReduce) return checkedAllReduce(comm, rank, 2, 4, 0, wrong, symmarAlgoOneShot);
-  const size_t n = 4;
+  const size_t n = kind == Kind::kLargeAllGather ? 16384 : 4;
   std::vector<float> whole(2 * n), block(n);
   symmarResult_t res;
   if (kind == Kind::kReduceScatter) {
@@ -38,9 +39,9 @@ symmarResult_t checkedCall(symmarComm_t comm, int rank, Kind kind, bool* wrong) 
       *wrong |= block[j] != static_cast<float>(10 + 2 * (static_cast<size_t>(rank) * n + j));
     }
   } else {
-    for (size_t j = 0; j < n; ++j) block[j] = static_cast<float>(10 * rank + static_cast<int>(j));
+    for (size_t j = 0; j < n; ++j) block[j] = static_cast<float>(100000 * rank + static_cast<int>(j));
     res = symmarAllGatherAlgo(block.data(), whole.data(), n, symmarFloat32, symmarAlgoOneShot, comm, nullptr);
-    for (size_t i = 0; i < whole.size(); ++i) *wrong |= whole[i] != static_cast<float>(10 * (i / n) + i % n);
+    for (size_t i = 0; i < whole.size(); ++i) *wrong |= whole[i] != static_cast<float>(100000 * (i / n) + i % n);
   }
   if (res != symmarSuccess) *wrong = false;  // a failed call owes no values
   return res;
@@ -91,3 +92,9 @@ TEST(SilentWrong, LateHostNeverCompletesAReduceScatterItsPeerHostFailed) {
   lateRankCase(false, true, Kind::kReduceScatter);
 }
 TEST(SilentWrong, LateHostNeverCompletesAnAllGatherItsPeerHostFailed) { lateRankCase(false, true, Kind::kAllGather); }
+// The failed rank published its send buffer's address for peers to read from its process: the
+// late rank must fail the call before reading it, whether that buffer is still there or not.
+TEST(SilentWrong, LateRankNeverCompletesAnAllGatherReadFromItsFailedPeersProcess) {
+  lateRankCase(false, false, Kind::kLargeAllGather);
+  lateRankCase(true, false, Kind::kLargeAllGather);
+}
