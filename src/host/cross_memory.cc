@@ -24,15 +24,19 @@ bool crossMemoryRead(int pid, void* dst, uint64_t remote, size_t bytes) {
   return true;
 }
 
-bool crossMemoryWorks(const ShmHeap& heap, int rank, int world) {
+bool crossMemoryWorks(const ShmHeap& heap, int rank, int world, std::vector<int>* pids) {
+  pids->assign(static_cast<size_t>(world), 0);
+  (*pids)[static_cast<size_t>(rank)] = getpid();
   for (int p = 0; p < world; ++p) {
     if (p == rank) continue;
     const SegmentHeader* mapped = heap.header(p);
+    const int pid = mapped->pid;
     const uint64_t address = mapped->self_address;
     SegmentHeader read;
-    if (address == 0 || !crossMemoryRead(mapped->pid, &read, address, sizeof(read))) return false;
+    if (address == 0 || !crossMemoryRead(pid, &read, address, sizeof(read))) return false;
     // Another process with the same pid (another pid namespace) shows another header.
-    if (read.pid != mapped->pid || read.self_address != address) return false;
+    if (read.pid != pid || read.self_address != address) return false;
+    (*pids)[static_cast<size_t>(p)] = pid;
   }
   return true;
 }

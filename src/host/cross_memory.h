@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/schedule.h"
 #include "host/shm_heap.h"
@@ -39,6 +40,8 @@ bool crossMemoryRead(int pid, void* dst, uint64_t remote, size_t bytes);
 /// Whether this rank reads every peer's segment header from the peer's process and finds what
 /// the shared mapping shows: permission (Yama ptrace_scope, seccomp, capabilities) and the pids
 /// (one pid namespace) both work. Peers' headers name their own addresses (ShmHeap::create).
-bool crossMemoryWorks(const ShmHeap& heap, int rank, int world);
+/// pids[p] gets the pid read for peer p (pids[rank]: this process's): the process every later
+/// read goes to, so that a header rewritten after this check cannot redirect a read.
+bool crossMemoryWorks(const ShmHeap& heap, int rank, int world, std::vector<int>* pids);
 
 }  // namespace symmar

@@ -84,7 +84,8 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->arena_ = SymmetricArena(heap_bytes);
     // Every rank reads its peers' processes, or none does: an address a rank publishes needs
     // readers on every peer.
-    const bool readable = envNumber("SYMMAR_HOST_CMA", 1) != 0 && crossMemoryWorks(*b->heap_, b->rank_, b->world_);
+    const bool readable =
+        envNumber("SYMMAR_HOST_CMA", 1) != 0 && crossMemoryWorks(*b->heap_, b->rank_, b->world_, &b->peer_pids_);
     int first_failed = -1;
     SYMMAR_CHECK(agreeAll(*host_boot, readable, &first_failed));
     b->cross_memory_ = first_failed < 0;
@@ -96,15 +97,14 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   return symmarSuccess;
 }
 
-symmarResult_t HostBackend::peerInput(int p, uint32_t epoch, size_t bytes, size_t elem, const char** input) {
-  const uint64_t offset = sync_->peerInputOffset(p, sched::kSlotStart, epoch);
-  SYMMAR_CHECK(checkPeerInputOffset(p, offset, bytes, elem));
-  *input = offset == sched::kStagedInput ? nullptr : heap_->userBase(p) + offset;
+symmarResult_t HostBackend::peerInput(int p, uint64_t word, size_t bytes, size_t elem, const char** input) {
+  SYMMAR_CHECK(checkPeerInputOffset(p, word, bytes, elem));
+  *input = word == sched::kStagedInput ? nullptr : heap_->userBase(p) + word;
   return symmarSuccess;
 }
 
 symmarResult_t HostBackend::readPeerProcess(int p, char* dst, uint64_t remote, size_t bytes) {
-  if (crossMemoryRead(heap_->header(p)->pid, dst, remote, bytes)) return symmarSuccess;
+  if (crossMemoryRead(peer_pids_[static_cast<size_t>(p)], dst, remote, bytes)) return symmarSuccess;
   const int err = errno;
   return sync_->failCall(fail(symmarPeerFailure, "rank %d's send buffer (%zu bytes at 0x%llx) could not be read from "
                               "its process: %s", commRank(p), bytes, static_cast<unsigned long long>(remote),

@@ -115,9 +115,9 @@ class HostBackend : public Backend {
   /// The same for an input of bytes, aligned to elem.
   symmarResult_t checkPeerInputOffset(int peer, uint64_t input_offset, size_t bytes, size_t elem);
   /// Where peer p's input for the current step starts as this rank reads it: in its user heap at
-  /// the offset it published at the start barrier (checked against its input's bytes), or null
-  /// when it staged it. epoch: the start barrier's.
-  symmarResult_t peerInput(int p, uint32_t epoch, size_t bytes, size_t elem, const char** input);
+  /// the offset it published at the start barrier (`word`, checked against its input's bytes), or
+  /// null when it staged it.
+  symmarResult_t peerInput(int p, uint64_t word, size_t bytes, size_t elem, const char** input);
   /// Copies bytes from address `remote` in peer p's process (a send buffer it published,
   /// cross_memory.h) to dst. A failed read fails the call on every rank (symmarPeerFailure).
   symmarResult_t readPeerProcess(int p, char* dst, uint64_t remote, size_t bytes);
@@ -142,6 +142,7 @@ class HostBackend : public Backend {
   std::unique_ptr<ShmSync> sync_;  // with the heap: barriers, call numbers, failure words
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
   bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
+  std::vector<int> peer_pids_;    // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
   std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece

@@ -70,7 +70,7 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
     for (int p = 0; p < world_; ++p) {
       const char* input = send;  // this rank's own block: from its input, wherever that is
       if (p != rank_) {  // a peer's input read in place (not this rank's own) asks for the end barrier
-        SYMMAR_CHECK(peerInput(p, epoch, whole, elem, &input));
+        SYMMAR_CHECK(peerInput(p, sync_->peerInputOffset(p, sched::kSlotStart, epoch), whole, elem, &input));
         read_in_place = read_in_place || input != nullptr;
       }
       srcs_[p] = input ? input + rank_ * block + r.begin * elem : heap_->staging(p, half) + rank_ * bytes;
@@ -114,7 +114,7 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
         continue;
       }
       const char* input = nullptr;  // a tagged word where the comm reads no processes is refused here
-      SYMMAR_CHECK(peerInput(p, epoch, block, elem, &input));
+      SYMMAR_CHECK(peerInput(p, word, block, elem, &input));
       read_in_place = read_in_place || input != nullptr;
       copyBytes(dst, input ? input + r.begin * elem : heap_->staging(p, half), bytes);
     }

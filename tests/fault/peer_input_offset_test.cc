@@ -176,3 +176,37 @@ TEST(SilentWrong, PeerSendBufferAddressThatCannotBeReadIsRefused) {
     }
   }
 }
+
+// The pid in a rank's segment header is data in shared memory too. Rank 1 rewrites its own to
+// its parent's (a live process of the same user) after the comm is created; rank 0 must still
+// read rank 1's send buffer from rank 1 (the process its probe at creation read), so the
+// all-gather succeeds on both ranks with every element right, not read from the parent.
+TEST(SilentWrong, RewrittenPidInAPeersHeaderDoesNotRedirectItsReads) {
+  constexpr size_t kBlock = 16384;  // 64 KiB a rank: read from the peer's process where possible
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(2, [&](int rank) {
+    symmarComm_t comm = initCpu(id, 2, rank, 5000);
+    if (!comm) return 10;
+    if (rank == 1) {
+      char* seg = ownSegment();
+      if (!seg) return 20;
+      reinterpret_cast<symmar::SegmentHeader*>(seg)->pid = getppid();
+    }
+    std::vector<float> block(kBlock), whole(2 * kBlock);
+    for (size_t j = 0; j < kBlock; ++j) block[j] = static_cast<float>(100000 * rank + static_cast<int>(j));
+    const symmarResult_t res =
+        symmarAllGatherAlgo(block.data(), whole.data(), kBlock, symmarFloat32, symmarAlgoOneShot, comm, nullptr);
+    if (res != symmarSuccess) {
+      fprintf(stderr, "rank %d: %s: %s\n", rank, symmarGetErrorString(res), symmarGetLastError(comm));
+      return 11;
+    }
+    for (size_t i = 0; i < whole.size(); ++i) {
+      if (whole[i] != static_cast<float>(100000 * (i / kBlock) + i % kBlock)) return 12;
+    }
+    symmarCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+}
