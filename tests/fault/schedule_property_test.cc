@@ -65,11 +65,14 @@ struct Schedule {
   int ncalls() const { return static_cast<int>(calls[0].size()); }
 };
 
-PlannedCall randomCall(std::mt19937& rng) {
+/// one_host: 20000 elements (blocks of 40-80 KiB, which an all-gather's peers read from the rank's
+/// process) only then; across pretended hosts 5000 instead (the test's inter-host engine carries
+/// messages of at most ShmInterHost::kSlotBytes).
+PlannedCall randomCall(std::mt19937& rng, bool one_host) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
-  const size_t counts[] = {1, 7, 300, 5000};
+  const size_t counts[] = {1, 7, 300, 5000, one_host ? size_t{20000} : size_t{5000}};
   PlannedCall c{pick(kKinds), static_cast<symmarDataType_t>(pick(3)),
-                static_cast<symmarRedOp_t>(pick(symmarNumOps)), counts[pick(4)], 0};
+                static_cast<symmarRedOp_t>(pick(symmarNumOps)), counts[pick(5)], 0};
   if (c.kind == kAllGather) c.op = symmarSum;  // an all-gather has no op
   if (c.kind == kFused) {
     const size_t tokens[] = {0, 1, 3};
@@ -89,7 +92,7 @@ Schedule makeSchedule(uint32_t seed) {
   s.per_host = rng() % 2 ? s.world : (s.world == 4 && rng() % 2 ? 2 : 1);
   const int ncalls = 12;
   std::vector<PlannedCall> base;
-  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng));
+  for (int k = 0; k < ncalls; ++k) base.push_back(randomCall(rng, s.per_host == s.world));
   s.calls.assign(static_cast<size_t>(s.world), base);
   s.perturbation.assign(static_cast<size_t>(s.world), std::vector<Perturbation>(static_cast<size_t>(ncalls)));
   // Small delays everywhere (ranks never move in lockstep), then at most two perturbations.
@@ -103,7 +106,7 @@ Schedule makeSchedule(uint32_t seed) {
       case 0: {  // another call: another kind, or another count, or count 0
         PlannedCall& c = s.calls[static_cast<size_t>(r)][static_cast<size_t>(k)];
         const PlannedCall before = c;
-        while (c == before) c = randomCall(rng);
+        while (c == before) c = randomCall(rng, s.per_host == s.world);
         break;
       }
       case 1:

@@ -185,8 +185,8 @@ TEST(HostScatterGather, ACallerInputReadFromItsProcessIsReadBeforeAnyRankReturns
 }
 
 // Reduce-scatters and all-gathers with caller buffers (one barrier per chunk, staging halves
-// alternating, no end barrier) mixed with allreduces, across the wrap of the barrier epoch: every
-// result exact (int32), on both ranks.
+// alternating; an end barrier where peers read a send buffer in place) mixed with allreduces,
+// across the wrap of the barrier epoch: every result exact (int32), on both ranks.
 TEST(HostScatterGather, CallsAcrossTheEpochWrap) {
   const int world = 2;
   std::vector<symmarComm_t> comms(world);
@@ -197,10 +197,11 @@ TEST(HostScatterGather, CallsAcrossTheEpochWrap) {
   unsetenv("SYMMAR_EPOCH_START");
   ASSERT_EQ(init, symmarSuccess);
   auto errors = mp::runThreads(world, [&](int rank) {
-    std::vector<int32_t> send(2 * 3000), recv(2 * 3000);
+    std::vector<int32_t> send(2 * 9000), recv(2 * 9000);
     int bad = 0;
     for (int call = 0; call < 6000 && bad == 0; ++call) {
-      const size_t n = 1 + static_cast<size_t>(call * 7919) % 3000;  // per rank
+      // Per rank; every 50th call 36 KiB, which an all-gather's peers read from the rank's process.
+      const size_t n = call % 50 == 1 ? 9000 : 1 + static_cast<size_t>(call * 7919) % 3000;
       for (size_t j = 0; j < n * world; ++j) send[j] = static_cast<int32_t>(call + j + rank);
       symmarResult_t res;
       switch (call % 3) {
@@ -265,6 +266,36 @@ TEST(HostScatterGather, MismatchedCollectivesFailOnBothRanks) {
     EXPECT_EQ(errors[r], 0) << "rank " << r;
     EXPECT_EQ(symmarCommDestroy(comms[r]), symmarSuccess);
   }
+}
+
+// All-gathers whose peers read send buffers from each other's processes, one rank a call ahead:
+// rank 1 skips the first call, so each of its calls meets rank 0's call before it, of another
+// count: a mismatch on both ranks (symmarInvalidUsage) before any rank reads the other's published
+// buffer. Rank 0's last call meets a peer that destroyed its comm. Forked ranks, so the reads would
+// cross processes.
+TEST(HostScatterGather, AllGathersReadFromProcessesOneCallApartNeverPair) {
+  const int world = 2;
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(world, [&](int rank) {
+    symmarConfig_t cfg = testConfig(2000);
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    const size_t counts[] = {16384, 16400, 16416};  // 64 KiB and up a rank
+    std::vector<float> send(counts[2], static_cast<float>(rank + 1)), recv(world * counts[2]);
+    int wrong = 0;
+    for (int k = rank; k < 3; ++k) {  // rank 0: calls 0, 1, 2; rank 1: calls 1, 2
+      const symmarResult_t res =
+          symmarAllGatherAlgo(send.data(), recv.data(), counts[k], symmarFloat32, symmarAlgoOneShot, comm, nullptr);
+      const bool last_alone = rank == 0 && k == 2;
+      if (last_alone ? res == symmarSuccess : res != symmarInvalidUsage) {
+        fprintf(stderr, "rank %d: call %d: %s\n", rank, k, symmarGetErrorString(res));
+        ++wrong;
+      }
+    }
+    return wrong + (symmarCommDestroy(comm) != symmarSuccess);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
 // Lamport calls that differ (a reduce-scatter against an all-gather, or against a one-shot
