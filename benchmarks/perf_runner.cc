@@ -90,13 +90,22 @@ class HostBuffers : public Buffers {
   }
   void* send() override { return send_; }
   void* recv() override { return recv_; }
-  void upload(const std::vector<char>& host) override { memcpy(send_, host.data(), host.size()); }
+  void upload(const std::vector<char>& host) override {
+    memcpy(send_, host.data(), host.size());
+    pattern_ = host;
+  }
   void download(std::vector<char>* host, size_t bytes) override {
     host->resize(bytes);
     memcpy(host->data(), recv_, bytes);
   }
   double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                    symmarResult_t* res) override {
+    if (opt.hot) {  // the call's input, freshly written with the values it holds
+      int nranks = 1;
+      symmarCommCount(comm, &nranks);
+      const size_t blocks = opt.coll == symmar::Collective::kReduceScatter ? static_cast<size_t>(nranks) : 1;
+      memcpy(send_, pattern_.data(), std::min(pattern_.size(), count * blocks * symmarTypeSize(opt.dtype)));
+    }
     auto t0 = std::chrono::steady_clock::now();
     *res = issue(opt, comm, send_, recv_, count, algo, nullptr);
     auto t1 = std::chrono::steady_clock::now();
@@ -110,6 +119,7 @@ class HostBuffers : public Buffers {
   void* recv_ = nullptr;
   void* send_base_ = nullptr;
   void* recv_base_ = nullptr;
+  std::vector<char> pattern_;  // what upload() wrote, for --hot
 };
 
 #ifdef SYMMAR_PERF_WITH_CUDA

@@ -30,6 +30,7 @@ struct Options {
   std::string json;                            // -J file
   bool symmetric = false;                      // buffers from symmarMemAlloc (zero-copy inputs)
   size_t offset = 0;                           // host buffers start this many bytes past a page
+  bool hot = false;  // --hot: host send buffers rewritten (untimed) before every call, as a producer leaves them
   bool plant_wrong = false;                    // test switch: corrupt one result before checking
 };
 
