@@ -59,7 +59,8 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
   b->srcs_.resize(ctx.nranks);
   // Busy polling pays only while every rank has a core (pretended hosts share one machine).
   const unsigned cores = std::thread::hardware_concurrency();
-  const int64_t spin = (cores == 0 || static_cast<unsigned>(ctx.machine_ranks) > cores) ? 16 : 4096;
+  const bool oversubscribed = cores == 0 || static_cast<unsigned>(ctx.machine_ranks) > cores;
+  const int64_t spin = oversubscribed ? 16 : 4096;
   const int spin_limit = static_cast<int>(envNumber("SYMMAR_HOST_SPIN", spin));
 
   if (!placement.uniform) {
@@ -89,6 +90,13 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     int first_failed = -1;
     SYMMAR_CHECK(agreeAll(*host_boot, readable, &first_failed));
     b->cross_memory_ = first_failed < 0;
+    // The two-shot's staging ring (sched::stagingRingShift) pays where each rank has a core: ranks
+    // that share one share its cache, and there the ring only adds misses (16 KiB calls 1.4-2.8x
+    // slower, docs/performance.md). A staged slice is read at the shift its writer used, so every
+    // rank takes the ring or none does.
+    const bool ring = envNumber("SYMMAR_HOST_STAGING_RING", oversubscribed ? 0 : 1) != 0;
+    SYMMAR_CHECK(agreeAll(*host_boot, ring, &first_failed));
+    b->staging_ring_ = first_failed < 0;
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
                 b->cross_memory_ ? "from their processes (cross-memory attach)"
                                  : "from staging (a rank cannot read its peers' processes, or SYMMAR_HOST_CMA=0)");

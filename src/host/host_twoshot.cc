@@ -3,7 +3,10 @@
 // owner's reduced slice). Each element is reduced once, by its owner, so all ranks get the same bits.
 // Inputs go to the half peers are not reading (or stay in place when they are symmetric); reduced
 // slices go to the other half, written only after the start barrier, when every peer has finished
-// the previous step.
+// the previous step. From 16 KiB to a sixth of 4 MiB a call stages at its slot of the staging ring
+// (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
+// peer read the call before.
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
@@ -20,6 +23,11 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   // only their own slices of it, all before the end barrier, so neither in-place output nor the
   // caller's next write can race with them.
   const uint64_t input_offset = symmetricOffset(c.send, c.count * c.elem);
+  // Where this call's chunks sit in each staging half: the next slot of the staging ring.
+  const size_t shift = staging_ring_ ? sched::stagingRingShift(std::min(c.count, chunk) * c.elem,
+                                                               heap_->stagingBytes(), sync_->nextCallNumber())
+                                     : 0;
+  const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int in_half = takeWriteHalf();
@@ -30,7 +38,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const size_t off = mine.begin * c.elem;
     const char* src = c.send + r.begin * c.elem;
     if (input_offset == sched::kStagedInput) {
-      char* staged = heap_->staging(rank_, in_half);
+      char* staged = staging(rank_, in_half);
       copyBytes(staged, src, off);
       copyBytes(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
@@ -45,12 +53,12 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       } else if (d != sched::kStagedInput) {
         srcs_[p] = heap_->userBase(p) + d + (r.begin + mine.begin) * c.elem;
       } else {
-        srcs_[p] = heap_->staging(p, in_half) + off;
+        srcs_[p] = staging(p, in_half) + off;
       }
     }
     // The owner writes its slice to its output and publishes it in the same pass. In place, the
     // output slice is the input slice being read: each block is read before it is written.
-    char* publish = heap_->staging(rank_, out_half) + off;
+    char* publish = staging(rank_, out_half) + off;
     if (inter_host_) {
       // Across hosts the owned slice is this host's partial: reduced straight into the inter-host
       // stage, which writes the finished slice to the output and publishes it.
@@ -64,7 +72,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;  // spread the reads over the peers
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
-      copyBytes(c.recv + (r.begin + s.begin) * c.elem, heap_->staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
+      copyBytes(c.recv + (r.begin + s.begin) * c.elem, staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
     }
     last_read_half_ = out_half;
   }

@@ -56,6 +56,8 @@ class ShmSync {
 
   /// The barrier epoch of the call in progress (between calls: the last one passed).
   uint32_t epoch() const { return epoch_; }
+  /// The comm-wide number the next call takes (at its first barrier, or from takeCallNumber).
+  uint32_t nextCallNumber() const { return call_ + 1; }
   /// The comm-wide number the next call without a barrier (lamport) takes.
   uint32_t takeCallNumber() { return ++call_; }
   /// The lamport buffer the next lamport call writes; advance() after the call.

@@ -1,0 +1,174 @@
+// The host two-shot's staging ring (core/schedule.h: stagingRingShift): each call in its range
+// stages at the next slot of a ring, and a peer reads a staged slice at the shift its writer used.
+// The shift by hand; calls that move around the ring, cross its size limits and wrap its slots,
+// against the float64 reference on every rank; ranks that disagree about the ring all stage at
+// the start of the half instead of reading each other at different places.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "api/comm.h"
+#include "common/reference.h"
+#include "core/schedule.h"
+#include "host/host_backend.h"
+
+namespace {
+
+namespace sched = symmar::sched;
+
+bool usesRing(symmarComm_t comm) {
+  const auto* host = dynamic_cast<const symmar::HostBackend*>(comm->backend.get());
+  return host && host->usesStagingRing();
+}
+
+TEST(StagingRing, ShiftWorkedByHand) {
+  constexpr size_t kStaging = 32 << 20;  // halves of 16 MiB: the ring spans 4 MiB of each
+  // 64 KiB: slots of 192 KiB, 21 of them in 4 MiB.
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 0), 0u);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 5), 5u * 196608);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 21), 0u);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 4294967295u), 3u * 196608);  // 2^32 - 1 = 21 x 204522252 + 3
+  // 16 KiB is the first size in the ring (slots of 48 KiB, 85 of them); one byte less stays at 0.
+  EXPECT_EQ(sched::stagingRingShift(16384, kStaging, 86), 1u * 49152);
+  EXPECT_EQ(sched::stagingRingShift(16383, kStaging, 86), 0u);
+  // The last size is a sixth of the ring (two slots); one byte more stays at 0.
+  EXPECT_EQ(sched::stagingRingShift(699050, kStaging, 1), 2097152u);  // 3 x 699050 -> 2 MiB slots
+  EXPECT_EQ(sched::stagingRingShift(699051, kStaging, 1), 0u);
+  // A 1 MiB staging buffer (halves of 512 KiB): the ring is the half, up to 87381-byte calls.
+  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 1), 196608u);
+  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 2), 0u);  // two slots of 192 KiB
+  EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 0u);
+}
+
+TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
+  for (size_t staging : {size_t{64} << 10, size_t{1} << 20, size_t{3} << 20, size_t{32} << 20, size_t{33554431}}) {
+    const size_t half = sched::stagingHalfBytes(staging);
+    for (size_t bytes = 1; bytes <= (size_t{2} << 20); bytes = bytes * 5 / 4 + 1) {
+      for (uint32_t call : {0u, 1u, 2u, 7u, 1000u, 65537u, 4294967294u, 4294967295u}) {
+        const size_t shift = sched::stagingRingShift(bytes, staging, call);
+        // (a call that writes more than a half goes in chunks of a half, at the half's start)
+        ASSERT_LE(shift + bytes, bytes <= half ? half : bytes) << staging << " " << bytes << " " << call;
+        ASSERT_EQ(shift % 4096, 0u);
+      }
+    }
+  }
+}
+
+// Counts around and across the ring's limits (float32: 16 KiB is 4096 elements, a sixth of the
+// ring 174762), odd ones included.
+const size_t kCounts[] = {4095, 4096, 5000, 16411, 65536, 174762, 174763, 300000};
+
+// Small integers: exact in bfloat16, and so are their sums over a few ranks.
+double inputAt(int rank, size_t i, int call) { return static_cast<double>((rank * 7 + i * 3 + call * 5) % 17) - 8; }
+
+// Every rank runs rounds x kCounts two-shot allreduces (float32 and bfloat16, in place every third
+// call) and checks every element against the sum in double; returns the wrong calls.
+int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
+  int wrong = 0, call = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t count : kCounts) {
+      const symmarDataType_t dt = call % 2 ? symmarBfloat16 : symmarFloat32;
+      const bool in_place = call % 3 == 0;
+      std::vector<float> send(count), recv(count);  // room for count elements of either dtype
+      for (size_t i = 0; i < count; ++i) testref::storeElement(send.data(), dt, i, inputAt(rank, i, call));
+      void* out = in_place ? send.data() : recv.data();
+      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, symmarAlgoTwoShot, comm, nullptr) !=
+          symmarSuccess) {
+        fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
+        return wrong + 1;
+      }
+      for (size_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int r = 0; r < world; ++r) want += inputAt(r, i, call);
+        if (testref::loadElement(out, dt, i) != want) {
+          fprintf(stderr, "rank %d call %d (%zu x dtype %d): element %zu is %g, not %g\n", rank, call, count, dt, i,
+                  testref::loadElement(out, dt, i), want);
+          ++wrong;
+          break;
+        }
+      }
+      ++call;
+    }
+  }
+  return wrong;
+}
+
+TEST(StagingRing, TwoShotCallsAroundTheRingMatchTheReference) {
+  // Forced on: at 3 and 4 ranks on a small machine the ring would be off by default.
+  setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
+  for (int world : {2, 3, 4}) {
+    std::vector<symmarComm_t> comms(static_cast<size_t>(world));
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+    for (symmarComm_t comm : comms) EXPECT_TRUE(usesRing(comm));
+    // 12 rounds: the 16 KiB calls' 85 slots come round again, the 64 KiB calls' 21 several times.
+    std::vector<int> errors(static_cast<size_t>(world));
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r) {
+      ranks.emplace_back([&, r] {
+        errors[static_cast<size_t>(r)] = ringCalls(comms[static_cast<size_t>(r)], r, world, world == 2 ? 12 : 4);
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
+      symmarCommDestroy(comms[static_cast<size_t>(r)]);
+    }
+  }
+  unsetenv("SYMMAR_HOST_STAGING_RING");
+}
+
+TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
+  // One rank asks for the ring and the other not: neither takes it, and every call is right. A
+  // rank that took it alone would stage where its peer does not read.
+  for (int asking : {0, 1}) {
+    symmarUniqueId id;
+    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < 2; ++rank) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        setenv("SYMMAR_HOST_STAGING_RING", rank == asking ? "1" : "0", 1);
+        symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+        cfg.device = SYMMAR_DEVICE_CPU;
+        cfg.timeout_ms = 5000;
+        symmarComm_t comm = nullptr;
+        if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) _exit(10);
+        if (usesRing(comm)) _exit(11);
+        const int wrong = ringCalls(comm, rank, 2, 2);
+        symmarCommDestroy(comm);
+        _exit(wrong ? 12 : 0);
+      }
+      pids.push_back(pid);
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      int status = 0;
+      waitpid(pids[static_cast<size_t>(rank)], &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "rank " << rank << " (rank " << asking << " asked for the ring): status " << status;
+    }
+  }
+}
+
+TEST(StagingRing, OffByDefaultWhereRanksOutnumberTheCores) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0 || cores + 1 > 9) GTEST_SKIP() << "needs at most 8 cores to outnumber them with threads: " << cores;
+  const int world = static_cast<int>(cores) + 1;
+  std::vector<symmarComm_t> comms(static_cast<size_t>(world));
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+  for (symmarComm_t comm : comms) {
+    EXPECT_FALSE(usesRing(comm));
+    symmarCommDestroy(comm);
+  }
+}
+
+}  // namespace
