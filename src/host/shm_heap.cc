@@ -1,5 +1,6 @@
 #include "host/shm_heap.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,13 @@
 #include "core/log.h"
 
 namespace symmar {
+namespace {
+#ifdef MADV_POPULATE_READ
+constexpr int kPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kPopulateRead = 22;  // Linux's value, for older headers
+#endif
+}  // namespace
 
 ShmHeap::~ShmHeap() = default;
 
@@ -49,6 +57,20 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   SYMMAR_INFO(kSubsysHeap, "heap: %d segments of %zu bytes (staging %zu, user heap %zu)", bootstrap.nranks(),
               segment_bytes_, staging_bytes_, heap_bytes_);
   return symmarSuccess;
+}
+
+void ShmHeap::mapStagingPages(size_t bytes) const {
+  const size_t n = std::min(bytes, sched::stagingHalfBytes(staging_bytes_));
+  for (int r = 0; r < world_; ++r) {
+    for (int half = 0; half < 2; ++half) {
+      char* p = staging(r, half);
+      // One call maps the range where the kernel has MADV_POPULATE_READ (Linux 5.14) and the half
+      // starts on a page (unless the staging size is odd); otherwise one read per page does.
+      if (madvise(p, n, kPopulateRead) == 0) continue;
+      const volatile char* q = p;
+      for (size_t i = 0; i < n; i += 4096) (void)q[i];
+    }
+  }
 }
 
 }  // namespace symmar

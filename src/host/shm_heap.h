@@ -65,6 +65,10 @@ class ShmHeap {
     return reinterpret_cast<uint32_t*>(bases_[rank] + lamportOffset() + sched::lamportSlotOffset(buffer, from, world_));
   }
   size_t stagingBytes() const { return staging_bytes_; }
+  /// Maps the pages of the first `bytes` of both staging halves of every rank into this process,
+  /// reading one byte of each (a page nobody touched before is allocated then, zeroed): the first
+  /// calls that stage there then take no page faults.
+  void mapStagingPages(size_t bytes) const;
   size_t heapBytes() const { return heap_bytes_; }
   size_t segmentBytes() const { return segment_bytes_; }
 
