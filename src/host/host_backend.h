@@ -41,7 +41,7 @@ class HostBackend : public Backend {
   /// Whether every rank can read its peers' processes (cross_memory.h): an all-gather's large
   /// caller send buffers are then read there instead of staged. Agreed at creation.
   bool readsPeerProcesses() const { return cross_memory_; }
-  /// Whether the two-shot stages in the staging ring (sched::stagingRingShift). Agreed at creation.
+  /// Whether allreduces stage in the staging ring (sched::stagingRingShift). Agreed at creation.
   bool usesStagingRing() const { return staging_ring_; }
 
  private:
@@ -61,6 +61,13 @@ class HostBackend : public Backend {
   /// What every collective checks first: no stream, shared memory (and an inter-host engine when
   /// the ranks span hosts), a comm no lamport or inter-host mismatch broke.
   symmarResult_t checkCallable(void* stream) const;
+  /// Where an allreduce staged in chunks of at most chunk elements sits in each staging half: its
+  /// slot of the staging ring where the comm uses it, else 0.
+  size_t stagingShift(const Call& call, size_t chunk) const {
+    return staging_ring_ ? sched::stagingRingShift(std::min(call.count, chunk) * call.elem, heap_->stagingBytes(),
+                                                   sync_->nextCallNumber())
+                         : 0;
+  }
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   /// One lamport message per peer (host_lamport.cc): peer p gets bytes from send + p * stride;
@@ -144,7 +151,7 @@ class HostBackend : public Backend {
   std::unique_ptr<ShmSync> sync_;  // with the heap: barriers, call numbers, failure words
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
   bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
-  bool staging_ring_ = false;     // the two-shot stages in the ring (sched::stagingRingShift)
+  bool staging_ring_ = false;     // allreduces stage in the ring (sched::stagingRingShift)
   std::vector<int> peer_pids_;    // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call

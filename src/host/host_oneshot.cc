@@ -2,6 +2,8 @@
 // ranks' chunks and reduces them itself (rank order 0..N-1, so every rank computes the same bits).
 // Staging halves alternate, so one barrier per chunk suffices: a rank that passed barrier k knows
 // every peer finished reading the half that chunk k+1 overwrites (it was read before barrier k).
+// From 16 KiB to 1 MiB a call stages at its slot of the staging ring (sched::stagingRingShift)
+// where the comm agreed to use it, so that it does not write lines a peer read the call before.
 #include "core/error.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
@@ -11,12 +13,14 @@ namespace symmar {
 symmarResult_t HostBackend::runOneShot(const Call& c) {
   const size_t chunk = chunkElems(c.elem);
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
+  const size_t shift = stagingShift(c, chunk);  // the call's slot of the staging ring, or 0
+  const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
-    copyBytes(heap_->staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
+    copyBytes(staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature() : 0));
-    for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, half);
+    for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
     last_read_half_ = half;
     if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output
       reduceToPieces(c, r.size());

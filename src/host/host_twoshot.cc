@@ -3,10 +3,9 @@
 // owner's reduced slice). Each element is reduced once, by its owner, so all ranks get the same bits.
 // Inputs go to the half peers are not reading (or stay in place when they are symmetric); reduced
 // slices go to the other half, written only after the start barrier, when every peer has finished
-// the previous step. From 16 KiB to a sixth of 4 MiB a call stages at its slot of the staging ring
+// the previous step. From 16 KiB to 1 MiB a call stages at its slot of the staging ring
 // (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
 // peer read the call before.
-#include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
@@ -23,10 +22,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   // only their own slices of it, all before the end barrier, so neither in-place output nor the
   // caller's next write can race with them.
   const uint64_t input_offset = symmetricOffset(c.send, c.count * c.elem);
-  // Where this call's chunks sit in each staging half: the next slot of the staging ring.
-  const size_t shift = staging_ring_ ? sched::stagingRingShift(std::min(c.count, chunk) * c.elem,
-                                                               heap_->stagingBytes(), sync_->nextCallNumber())
-                                     : 0;
+  const size_t shift = stagingShift(c, chunk);
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);

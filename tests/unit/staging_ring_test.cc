@@ -1,4 +1,4 @@
-// The host two-shot's staging ring (core/schedule.h: stagingRingShift): each call in its range
+// The host allreduce's staging ring (core/schedule.h: stagingRingShift): each call in its range
 // stages at the next slot of a ring, and a peer reads a staged slice at the shift its writer used.
 // The shift by hand; calls that move around the ring, cross its size limits and wrap its slots,
 // against the float64 reference on every rank; ranks that disagree about the ring all stage at
@@ -29,21 +29,22 @@ bool usesRing(symmarComm_t comm) {
 
 TEST(StagingRing, ShiftWorkedByHand) {
   constexpr size_t kStaging = 32 << 20;  // halves of 16 MiB: the ring spans 4 MiB of each
-  // 64 KiB: slots of 192 KiB, 21 of them in 4 MiB.
+  // 64 KiB: slots of 128 KiB, 32 of them in 4 MiB.
   EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 0), 0u);
-  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 5), 5u * 196608);
-  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 21), 0u);
-  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 4294967295u), 3u * 196608);  // 2^32 - 1 = 21 x 204522252 + 3
-  // 16 KiB is the first size in the ring (slots of 48 KiB, 85 of them); one byte less stays at 0.
-  EXPECT_EQ(sched::stagingRingShift(16384, kStaging, 86), 1u * 49152);
-  EXPECT_EQ(sched::stagingRingShift(16383, kStaging, 86), 0u);
-  // The last size is a sixth of the ring (two slots); one byte more stays at 0.
-  EXPECT_EQ(sched::stagingRingShift(699050, kStaging, 1), 2097152u);  // 3 x 699050 -> 2 MiB slots
-  EXPECT_EQ(sched::stagingRingShift(699051, kStaging, 1), 0u);
-  // A 1 MiB staging buffer (halves of 512 KiB): the ring is the half, up to 87381-byte calls.
-  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 1), 196608u);
-  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 2), 0u);  // two slots of 192 KiB
-  EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 0u);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 5), 5u * 131072);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 32), 0u);
+  EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 4294967295u), 31u * 131072);  // 2^32 - 1 = 32 x 134217727 + 31
+  // 16 KiB is the first size in the ring (slots of 32 KiB, 128 of them); one byte less stays at 0.
+  EXPECT_EQ(sched::stagingRingShift(16384, kStaging, 129), 1u * 32768);
+  EXPECT_EQ(sched::stagingRingShift(16383, kStaging, 129), 0u);
+  // The last size is a quarter of the ring (two slots of 2 MiB); one byte more stays at 0.
+  EXPECT_EQ(sched::stagingRingShift(1048576, kStaging, 1), 2097152u);
+  EXPECT_EQ(sched::stagingRingShift(1048577, kStaging, 1), 0u);
+  // A 1 MiB staging buffer (halves of 512 KiB): the ring is the half, up to 128 KiB calls.
+  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 1), 131072u);
+  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 4), 0u);          // four slots of 128 KiB
+  EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 200704u);    // 200000 rounded up to pages
+  EXPECT_EQ(sched::stagingRingShift(140000, 1 << 20, 1), 0u);
 }
 
 TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
@@ -60,25 +61,27 @@ TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
   }
 }
 
-// Counts around and across the ring's limits (float32: 16 KiB is 4096 elements, a sixth of the
-// ring 174762), odd ones included.
-const size_t kCounts[] = {4095, 4096, 5000, 16411, 65536, 174762, 174763, 300000};
+// Counts around and across the ring's limits (float32: 16 KiB is 4096 elements, a quarter of the
+// ring 262144), odd ones included.
+const size_t kCounts[] = {4095, 4096, 5000, 16411, 65536, 262144, 262145, 300000};
 
 // Small integers: exact in bfloat16, and so are their sums over a few ranks.
 double inputAt(int rank, size_t i, int call) { return static_cast<double>((rank * 7 + i * 3 + call * 5) % 17) - 8; }
 
-// Every rank runs rounds x kCounts two-shot allreduces (float32 and bfloat16, in place every third
-// call) and checks every element against the sum in double; returns the wrong calls.
+// Every rank runs rounds x kCounts allreduces (one-shot and two-shot by turns, float32 and bfloat16,
+// in place every third call) and checks every element against the sum in double; returns the
+// wrong calls.
 int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
   int wrong = 0, call = 0;
   for (int round = 0; round < rounds; ++round) {
     for (size_t count : kCounts) {
       const symmarDataType_t dt = call % 2 ? symmarBfloat16 : symmarFloat32;
       const bool in_place = call % 3 == 0;
+      const symmarAlgo_t algo = call % 4 < 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
       std::vector<float> send(count), recv(count);  // room for count elements of either dtype
       for (size_t i = 0; i < count; ++i) testref::storeElement(send.data(), dt, i, inputAt(rank, i, call));
       void* out = in_place ? send.data() : recv.data();
-      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, symmarAlgoTwoShot, comm, nullptr) !=
+      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, algo, comm, nullptr) !=
           symmarSuccess) {
         fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
         return wrong + 1;
@@ -99,7 +102,7 @@ int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
   return wrong;
 }
 
-TEST(StagingRing, TwoShotCallsAroundTheRingMatchTheReference) {
+TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
   // Forced on: at 3 and 4 ranks on a small machine the ring would be off by default.
   setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
   for (int world : {2, 3, 4}) {
@@ -108,7 +111,8 @@ TEST(StagingRing, TwoShotCallsAroundTheRingMatchTheReference) {
     cfg.device = SYMMAR_DEVICE_CPU;
     ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
     for (symmarComm_t comm : comms) EXPECT_TRUE(usesRing(comm));
-    // 12 rounds: the 16 KiB calls' 85 slots come round again, the 64 KiB calls' 21 several times.
+    // 12 rounds at 2 ranks: the 65536-element calls (float32, 256 KiB: 8 slots) come round the
+    // ring again, with the other sizes' calls between them.
     std::vector<int> errors(static_cast<size_t>(world));
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r) {
