@@ -90,10 +90,10 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     int first_failed = -1;
     SYMMAR_CHECK(agreeAll(*host_boot, readable, &first_failed));
     b->cross_memory_ = first_failed < 0;
-    // The allreduce's staging ring (sched::stagingRingShift) pays where each rank has a core: ranks
-    // that share one share its cache, and there it gained nothing (3-4 ranks on 2 cores: two-shot
-    // 0-14% slower, docs/performance.md). A staged slice is read at the shift its writer used, so
-    // every rank takes the ring or none does.
+    // The staging ring (sched::stagingRingShift) pays where each rank has a core: ranks that share
+    // one share its cache, and there it gained nothing (3-4 ranks on 2 cores: two-shot 0-14%
+    // slower, docs/performance.md). A staged slice is read at the shift its writer used, so every
+    // rank takes the ring or none does.
     const bool ring = envNumber("SYMMAR_HOST_STAGING_RING", oversubscribed ? 0 : 1) != 0;
     SYMMAR_CHECK(agreeAll(*host_boot, ring, &first_failed));
     b->staging_ring_ = first_failed < 0;

@@ -7,6 +7,7 @@
 //    rank copies the other owners' rows.
 // Each row is finished by exactly one code path with one summation order, so all ranks hold the
 // same bits.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -46,15 +47,22 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   const size_t part_bytes = sched::fusedPartBytes(row_bytes, kParts);
   const char* input = static_cast<const char*>(c.input);
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
+  // The one-shot stages like the allreduce's one-shot, in its slot of the staging ring (the
+  // two-shot's published rows take more than the slot holds: at the half's start).
+  const size_t shift = staging_ring_ && algo != symmarAlgoTwoShot
+                           ? sched::stagingRingShift(std::min(c.tokens, rows_per_chunk) * row_bytes, staging,
+                                                     sync_->nextCallNumber())
+                           : 0;
+  const auto inputs = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < chunks; ++k) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
-    copyBytes(heap_->staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
+    copyBytes(inputs(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's staged rows, summed in rank order.
     const auto finishRow = [&](size_t r) {
-      for (int p = 0; p < world_; ++p) srcs_[p] = heap_->staging(p, in_half) + r * row_bytes;
+      for (int p = 0; p < world_; ++p) srcs_[p] = inputs(p, in_half) + r * row_bytes;
       finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_);
     };
     if (algo != symmarAlgoTwoShot) {

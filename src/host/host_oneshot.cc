@@ -2,7 +2,7 @@
 // ranks' chunks and reduces them itself (rank order 0..N-1, so every rank computes the same bits).
 // Staging halves alternate, so one barrier per chunk suffices: a rank that passed barrier k knows
 // every peer finished reading the half that chunk k+1 overwrites (it was read before barrier k).
-// From 16 KiB to 1 MiB a call stages at its slot of the staging ring (sched::stagingRingShift)
+// From 8 KiB to 1 MiB a call stages at its slot of the staging ring (sched::stagingRingShift)
 // where the comm agreed to use it, so that it does not write lines a peer read the call before.
 #include "core/error.h"
 #include "host/host_backend.h"

@@ -3,7 +3,7 @@
 // owner's reduced slice). Each element is reduced once, by its owner, so all ranks get the same bits.
 // Inputs go to the half peers are not reading (or stay in place when they are symmetric); reduced
 // slices go to the other half, written only after the start barrier, when every peer has finished
-// the previous step. From 16 KiB to 1 MiB a call stages at its slot of the staging ring
+// the previous step. From 8 KiB to 1 MiB a call stages at its slot of the staging ring
 // (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
 // peer read the call before.
 #include <cstdint>

@@ -34,9 +34,9 @@ TEST(StagingRing, ShiftWorkedByHand) {
   EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 5), 5u * 131072);
   EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 32), 0u);
   EXPECT_EQ(sched::stagingRingShift(65536, kStaging, 4294967295u), 31u * 131072);  // 2^32 - 1 = 32 x 134217727 + 31
-  // 16 KiB is the first size in the ring (slots of 32 KiB, 128 of them); one byte less stays at 0.
-  EXPECT_EQ(sched::stagingRingShift(16384, kStaging, 129), 1u * 32768);
-  EXPECT_EQ(sched::stagingRingShift(16383, kStaging, 129), 0u);
+  // 8 KiB is the first size in the ring (slots of 16 KiB, 256 of them); one byte less stays at 0.
+  EXPECT_EQ(sched::stagingRingShift(8192, kStaging, 257), 1u * 16384);
+  EXPECT_EQ(sched::stagingRingShift(8191, kStaging, 257), 0u);
   // The last size is a quarter of the ring (two slots of 2 MiB); one byte more stays at 0.
   EXPECT_EQ(sched::stagingRingShift(1048576, kStaging, 1), 2097152u);
   EXPECT_EQ(sched::stagingRingShift(1048577, kStaging, 1), 0u);
@@ -61,9 +61,9 @@ TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
   }
 }
 
-// Counts around and across the ring's limits (float32: 16 KiB is 4096 elements, a quarter of the
+// Counts around and across the ring's limits (float32: 8 KiB is 2048 elements, a quarter of the
 // ring 262144), odd ones included.
-const size_t kCounts[] = {4095, 4096, 5000, 16411, 65536, 262144, 262145, 300000};
+const size_t kCounts[] = {2047, 2048, 5000, 16411, 65536, 262144, 262145, 300000};
 
 // Small integers: exact in bfloat16, and so are their sums over a few ranks.
 double inputAt(int rank, size_t i, int call) { return static_cast<double>((rank * 7 + i * 3 + call * 5) % 17) - 8; }
