@@ -61,12 +61,10 @@ class HostBackend : public Backend {
   /// What every collective checks first: no stream, shared memory (and an inter-host engine when
   /// the ranks span hosts), a comm no lamport or inter-host mismatch broke.
   symmarResult_t checkCallable(void* stream) const;
-  /// Where an allreduce staged in chunks of at most chunk elements sits in each staging half: its
-  /// slot of the staging ring where the comm uses it, else 0.
-  size_t stagingShift(const Call& call, size_t chunk) const {
-    return staging_ring_ ? sched::stagingRingShift(std::min(call.count, chunk) * call.elem, heap_->stagingBytes(),
-                                                   sync_->nextCallNumber())
-                         : 0;
+  /// Where the call about to start, writing at most bytes into each staging half, stages: its slot
+  /// of the staging ring where the comm uses it, else 0 (the half's start).
+  size_t stagingShift(size_t bytes) const {
+    return staging_ring_ ? sched::stagingRingShift(bytes, heap_->stagingBytes(), sync_->nextCallNumber()) : 0;
   }
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc

@@ -49,10 +49,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
   // The one-shot stages like the allreduce's one-shot, in its slot of the staging ring (the
   // two-shot's published rows take more than the slot holds: at the half's start).
-  const size_t shift = staging_ring_ && algo != symmarAlgoTwoShot
-                           ? sched::stagingRingShift(std::min(c.tokens, rows_per_chunk) * row_bytes, staging,
-                                                     sync_->nextCallNumber())
-                           : 0;
+  const size_t shift = algo != symmarAlgoTwoShot ? stagingShift(std::min(c.tokens, rows_per_chunk) * row_bytes) : 0;
   const auto inputs = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < chunks; ++k) {
     const size_t r0 = k * rows_per_chunk;

@@ -4,6 +4,8 @@
 // every peer finished reading the half that chunk k+1 overwrites (it was read before barrier k).
 // From 8 KiB to 1 MiB a call stages at its slot of the staging ring (sched::stagingRingShift)
 // where the comm agreed to use it, so that it does not write lines a peer read the call before.
+#include <algorithm>
+
 #include "core/error.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
@@ -13,7 +15,7 @@ namespace symmar {
 symmarResult_t HostBackend::runOneShot(const Call& c) {
   const size_t chunk = chunkElems(c.elem);
   if (chunk == 0) return fail(symmarInvalidArgument, "staging buffer of %zu bytes is too small", heap_->stagingBytes());
-  const size_t shift = stagingShift(c, chunk);  // the call's slot of the staging ring, or 0
+  const size_t shift = stagingShift(std::min(c.count, chunk) * c.elem);  // its slot of the staging ring, or 0
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);

@@ -6,6 +6,7 @@
 // the previous step. From 8 KiB to 1 MiB a call stages at its slot of the staging ring
 // (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
 // peer read the call before.
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
@@ -22,7 +23,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   // only their own slices of it, all before the end barrier, so neither in-place output nor the
   // caller's next write can race with them.
   const uint64_t input_offset = symmetricOffset(c.send, c.count * c.elem);
-  const size_t shift = stagingShift(c, chunk);
+  const size_t shift = stagingShift(std::min(c.count, chunk) * c.elem);
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);

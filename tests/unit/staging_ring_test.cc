@@ -1,8 +1,9 @@
 // The host allreduce's staging ring (core/schedule.h: stagingRingShift): each call in its range
 // stages at the next slot of a ring, and a peer reads a staged slice at the shift its writer used.
-// The shift by hand; calls that move around the ring, cross its size limits and wrap its slots,
-// against the float64 reference on every rank; ranks that disagree about the ring all stage at
-// the start of the half instead of reading each other at different places.
+// The shift by hand; calls that move around the ring, cross its size limits, wrap its slots and
+// the call number, against the float64 reference on every rank; ranks one call apart (so at other
+// places in the ring) refuse the call instead of pairing it; ranks that disagree about the ring all
+// stage at the start of the half instead of reading each other at different places.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -129,34 +131,98 @@ TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
   unsetenv("SYMMAR_HOST_STAGING_RING");
 }
 
+TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
+  // The start epoch doubles as the first call number: the slots' call % slots jumps at the wrap,
+  // on every rank alike.
+  setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
+  setenv("SYMMAR_EPOCH_START", "4294967100", 1);  // wraps after about 200 calls
+  std::vector<symmarComm_t> comms(2);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = SYMMAR_DEVICE_CPU;
+  const symmarResult_t init = symmarCommInitAll(comms.data(), 2, nullptr, &cfg);
+  unsetenv("SYMMAR_EPOCH_START");
+  unsetenv("SYMMAR_HOST_STAGING_RING");
+  ASSERT_EQ(init, symmarSuccess);
+  std::vector<int> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] { errors[static_cast<size_t>(r)] = ringCalls(comms[static_cast<size_t>(r)], r, 2, 40); });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "rank " << r;
+    symmarCommDestroy(comms[static_cast<size_t>(r)]);
+  }
+}
+
+// Runs body(comm, rank) in two forked ranks of one comm, rank r with SYMMAR_HOST_STAGING_RING set
+// to ring[r] (5 s timeout), and returns their exit statuses (0: passed).
+std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, const char* const ring[2]) {
+  symmarUniqueId id;
+  if (symmarGetUniqueId(&id) != symmarSuccess) return {-1, -1};
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("SYMMAR_HOST_STAGING_RING", ring[rank], 1);
+      symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+      cfg.device = SYMMAR_DEVICE_CPU;
+      cfg.timeout_ms = 5000;
+      symmarComm_t comm = nullptr;
+      if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) _exit(10);
+      const int res = body(comm, rank);
+      symmarCommDestroy(comm);
+      _exit(res);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> status(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    int st = 0;
+    waitpid(pids[static_cast<size_t>(rank)], &st, 0);
+    status[static_cast<size_t>(rank)] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + st;
+  }
+  return status;
+}
+
+TEST(StagingRing, RanksOneCallApartNeverPair) {
+  // Rank 1 skips the first call, so each of its calls meets rank 0's call before it, of another
+  // size and so at another place in the ring: both ranks must refuse it (symmarInvalidUsage)
+  // before reading anything staged, never pair it. Rank 0's last call meets a peer that left.
+  const char* const both[2] = {"1", "1"};
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
+      if (!usesRing(comm)) return 11;
+      const size_t counts[] = {4096, 8192, 20000};  // 16-80 KiB of float32: every one in the ring
+      std::vector<float> send(counts[2], 1.0f), recv(counts[2]);
+      int wrong = 0;
+      for (int k = rank; k < 3; ++k) {  // rank 0: calls 0, 1, 2; rank 1: calls 1, 2
+        const symmarResult_t res =
+            symmarAllReduceAlgo(send.data(), recv.data(), counts[k], symmarFloat32, symmarSum, algo, comm, nullptr);
+        const bool last_alone = rank == 0 && k == 2;
+        if (last_alone ? res == symmarSuccess : res != symmarInvalidUsage) {
+          fprintf(stderr, "rank %d call %d: %s\n", rank, k, symmarGetErrorString(res));
+          ++wrong;
+        }
+      }
+      return wrong ? 12 : 0;
+    }, both);
+    EXPECT_EQ(status[0], 0) << symmarAlgoName(algo);
+    EXPECT_EQ(status[1], 0) << symmarAlgoName(algo);
+  }
+}
+
 TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
   // One rank asks for the ring and the other not: neither takes it, and every call is right. A
   // rank that took it alone would stage where its peer does not read.
   for (int asking : {0, 1}) {
-    symmarUniqueId id;
-    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
-    std::vector<pid_t> pids;
+    const char* const ring[2] = {asking == 0 ? "1" : "0", asking == 1 ? "1" : "0"};
+    const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
+      if (usesRing(comm)) return 11;
+      return ringCalls(comm, rank, 2, 2) ? 12 : 0;
+    }, ring);
     for (int rank = 0; rank < 2; ++rank) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        setenv("SYMMAR_HOST_STAGING_RING", rank == asking ? "1" : "0", 1);
-        symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-        cfg.device = SYMMAR_DEVICE_CPU;
-        cfg.timeout_ms = 5000;
-        symmarComm_t comm = nullptr;
-        if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) _exit(10);
-        if (usesRing(comm)) _exit(11);
-        const int wrong = ringCalls(comm, rank, 2, 2);
-        symmarCommDestroy(comm);
-        _exit(wrong ? 12 : 0);
-      }
-      pids.push_back(pid);
-    }
-    for (int rank = 0; rank < 2; ++rank) {
-      int status = 0;
-      waitpid(pids[static_cast<size_t>(rank)], &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          << "rank " << rank << " (rank " << asking << " asked for the ring): status " << status;
+      EXPECT_EQ(status[static_cast<size_t>(rank)], 0) << "rank " << rank << " (rank " << asking << " asked for the ring)";
     }
   }
 }
