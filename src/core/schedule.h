@@ -119,8 +119,8 @@ SYMMAR_HD size_t stagingHalfOffset(size_t staging_bytes, int half) {
   return static_cast<size_t>(half) * stagingHalfBytes(staging_bytes);
 }
 
-/// The staging ring of the host backend's allreduce (one-shot and two-shot) and fused one-shot. A
-/// call that writes at most `bytes` into each staging half, from kStagingRingMinBytes to a quarter
+/// The staging ring of the host backend's allreduce (one-shot and two-shot), fused one-shot,
+/// reduce-scatter and staged all-gather. A call that writes at most `bytes` into each staging half, from kStagingRingMinBytes to a quarter
 /// of the ring, writes slot `call` % slots of a ring over the half's first kStagingRingBytes, not
 /// the half's start: a staging line then comes back to its writer only after its readers have read
 /// the ring's other slots. A line a peer read a call ago is still in that core's cache, and every

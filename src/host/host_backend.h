@@ -41,7 +41,7 @@ class HostBackend : public Backend {
   /// Whether every rank can read its peers' processes (cross_memory.h): an all-gather's large
   /// caller send buffers are then read there instead of staged. Agreed at creation.
   bool readsPeerProcesses() const { return cross_memory_; }
-  /// Whether allreduces stage in the staging ring (sched::stagingRingShift). Agreed at creation.
+  /// Whether calls stage in the staging ring (sched::stagingRingShift). Agreed at creation.
   bool usesStagingRing() const { return staging_ring_; }
 
  private:
@@ -149,7 +149,7 @@ class HostBackend : public Backend {
   std::unique_ptr<ShmSync> sync_;  // with the heap: barriers, call numbers, failure words
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
   bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
-  bool staging_ring_ = false;     // allreduces stage in the ring (sched::stagingRingShift)
+  bool staging_ring_ = false;     // calls stage in the ring (sched::stagingRingShift)
   std::vector<int> peer_pids_;    // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call

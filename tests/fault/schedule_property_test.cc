@@ -218,8 +218,8 @@ int runRank(const Schedule& s, int r, const symmarUniqueId& id, Slots* slots, fa
   cfg.device = SYMMAR_DEVICE_CPU;
   cfg.timeout_ms = kTimeoutMs;
   if (s.per_host < s.world) setenv("SYMMAR_HOST_ID", std::to_string(r / s.per_host).c_str(), 1);
-  // Odd seeds stage two-shots in the staging ring at every world (by default only where each rank
-  // has a core of its own).
+  // Odd seeds stage calls in the staging ring at every world (by default only where each rank has
+  // a core of its own).
   if (s.seed % 2) setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
   symmarComm_t comm = nullptr;
   if (symmarCommInitRank(&comm, s.world, id, r, &cfg) != symmarSuccess) return 100;

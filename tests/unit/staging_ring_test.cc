@@ -1,5 +1,6 @@
-// The host allreduce's staging ring (core/schedule.h: stagingRingShift): each call in its range
-// stages at the next slot of a ring, and a peer reads a staged slice at the shift its writer used.
+// The host backend's staging ring (core/schedule.h: stagingRingShift): each allreduce,
+// reduce-scatter or all-gather in its range stages at the next slot of a ring, and a peer reads a
+// staged slice at the shift its writer used.
 // The shift by hand; calls that move around the ring, cross its size limits, wrap its slots and
 // the call number, against the float64 reference on every rank; ranks one call apart (so at other
 // places in the ring) refuse the call instead of pairing it; ranks that disagree about the ring all
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/comm.h"
@@ -104,6 +106,61 @@ int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
   return wrong;
 }
 
+// Blocks (elements per rank) of the reduce-scatters and all-gathers, around and across the ring's
+// limits: a reduce-scatter takes the ring from a float32 block of 2048 (8 KiB, what a peer reads)
+// to whole buffers of 1 MiB (131072 at 2 ranks), an all-gather from a block of 4096 to 262144.
+const size_t kBlocks[] = {2047, 2048, 4095, 4096, 5000, 16411, 65536, 131072, 131073};
+
+// As ringCalls, for one-shot reduce-scatters and all-gathers by turns (in place every third call):
+// every output element against the sum in double (reduce-scatter) or the input it copies.
+int scatterGatherRingCalls(symmarComm_t comm, int rank, int world, int rounds) {
+  int wrong = 0, call = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t count : kBlocks) {
+      const symmarDataType_t dt = call % 4 < 2 ? symmarBfloat16 : symmarFloat32;
+      const size_t elem = dt == symmarFloat32 ? 4 : 2;
+      const bool reduce = call % 2 == 0, in_place = call % 3 == 0;
+      const size_t whole = count * static_cast<size_t>(world);
+      std::vector<float> big(whole), small(count);  // room for either dtype
+      char* const own_block = reinterpret_cast<char*>(big.data()) + static_cast<size_t>(rank) * count * elem;
+      symmarResult_t res;
+      const void* out;
+      if (reduce) {
+        for (size_t i = 0; i < whole; ++i) testref::storeElement(big.data(), dt, i, inputAt(rank, i, call));
+        out = in_place ? static_cast<void*>(own_block) : small.data();
+        res = symmarReduceScatterAlgo(big.data(), const_cast<void*>(out), count, dt, symmarSum, symmarAlgoOneShot,
+                                      comm, nullptr);
+      } else {
+        void* send = in_place ? static_cast<void*>(own_block) : small.data();
+        for (size_t i = 0; i < count; ++i) testref::storeElement(send, dt, i, inputAt(rank, i, call));
+        out = big.data();
+        res = symmarAllGatherAlgo(send, big.data(), count, dt, symmarAlgoOneShot, comm, nullptr);
+      }
+      if (res != symmarSuccess) {
+        fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
+        return wrong + 1;
+      }
+      const size_t n = reduce ? count : whole;
+      for (size_t i = 0; i < n; ++i) {
+        double want = 0;  // reduce-scatter: element rank * count + i summed; all-gather: rank i / count's input
+        if (reduce) {
+          for (int r = 0; r < world; ++r) want += inputAt(r, static_cast<size_t>(rank) * count + i, call);
+        } else {
+          want = inputAt(static_cast<int>(i / count), i % count, call);
+        }
+        if (testref::loadElement(out, dt, i) != want) {
+          fprintf(stderr, "rank %d call %d (%s, %zu x dtype %d): element %zu is %g, not %g\n", rank, call,
+                  reduce ? "reduce-scatter" : "all-gather", count, dt, i, testref::loadElement(out, dt, i), want);
+          ++wrong;
+          break;
+        }
+      }
+      ++call;
+    }
+  }
+  return wrong;
+}
+
 TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
   // Forced on: at 3 and 4 ranks on a small machine the ring would be off by default.
   setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
@@ -119,7 +176,9 @@ TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r) {
       ranks.emplace_back([&, r] {
-        errors[static_cast<size_t>(r)] = ringCalls(comms[static_cast<size_t>(r)], r, world, world == 2 ? 12 : 4);
+        symmarComm_t comm = comms[static_cast<size_t>(r)];
+        errors[static_cast<size_t>(r)] = ringCalls(comm, r, world, world == 2 ? 12 : 4) +
+                                         scatterGatherRingCalls(comm, r, world, world == 2 ? 6 : 3);
       });
     }
     for (std::thread& t : ranks) t.join();
@@ -146,7 +205,11 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
   std::vector<int> errors(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] { errors[static_cast<size_t>(r)] = ringCalls(comms[static_cast<size_t>(r)], r, 2, 40); });
+    ranks.emplace_back([&, r] {
+      symmarComm_t comm = comms[static_cast<size_t>(r)];
+      errors[static_cast<size_t>(r)] = ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) +
+                                       ringCalls(comm, r, 2, 20);
+    });
   }
   for (std::thread& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
@@ -156,7 +219,7 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
 }
 
 // Runs body(comm, rank) in two forked ranks of one comm, rank r with SYMMAR_HOST_STAGING_RING set
-// to ring[r] (5 s timeout), and returns their exit statuses (0: passed).
+// to ring[r] and no cross-memory reads (5 s timeout), and returns their exit statuses (0: passed).
 std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, const char* const ring[2]) {
   symmarUniqueId id;
   if (symmarGetUniqueId(&id) != symmarSuccess) return {-1, -1};
@@ -165,6 +228,7 @@ std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, c
     const pid_t pid = fork();
     if (pid == 0) {
       setenv("SYMMAR_HOST_STAGING_RING", ring[rank], 1);
+      setenv("SYMMAR_HOST_CMA", "0", 1);  // all-gathers stage their blocks rather than have peers read them
       symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
       cfg.device = SYMMAR_DEVICE_CPU;
       cfg.timeout_ms = 5000;
@@ -190,25 +254,45 @@ TEST(StagingRing, RanksOneCallApartNeverPair) {
   // size and so at another place in the ring: both ranks must refuse it (symmarInvalidUsage)
   // before reading anything staged, never pair it. Rank 0's last call meets a peer that left.
   const char* const both[2] = {"1", "1"};
-  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+  // 16-80 KiB of float32 (blocks of 8-40 KiB): rank 1's calls in the ring in every form.
+  const size_t counts[] = {4096, 8192, 20000};
+  using Form = std::function<symmarResult_t(symmarComm_t, float*, float*, size_t)>;
+  const std::pair<const char*, Form> forms[] = {
+      {"one-shot allreduce",
+       [](symmarComm_t comm, float* send, float* recv, size_t count) {
+         return symmarAllReduceAlgo(send, recv, count, symmarFloat32, symmarSum, symmarAlgoOneShot, comm, nullptr);
+       }},
+      {"two-shot allreduce",
+       [](symmarComm_t comm, float* send, float* recv, size_t count) {
+         return symmarAllReduceAlgo(send, recv, count, symmarFloat32, symmarSum, symmarAlgoTwoShot, comm, nullptr);
+       }},
+      {"reduce-scatter",
+       [](symmarComm_t comm, float* send, float* recv, size_t count) {
+         return symmarReduceScatterAlgo(send, recv, count / 2, symmarFloat32, symmarSum, symmarAlgoOneShot, comm,
+                                        nullptr);
+       }},
+      {"all-gather",
+       [](symmarComm_t comm, float* send, float* recv, size_t count) {
+         return symmarAllGatherAlgo(send, recv, count / 2, symmarFloat32, symmarAlgoOneShot, comm, nullptr);
+       }},
+  };
+  for (const auto& form : forms) {
     const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
       if (!usesRing(comm)) return 11;
-      const size_t counts[] = {4096, 8192, 20000};  // 16-80 KiB of float32: every one in the ring
       std::vector<float> send(counts[2], 1.0f), recv(counts[2]);
       int wrong = 0;
       for (int k = rank; k < 3; ++k) {  // rank 0: calls 0, 1, 2; rank 1: calls 1, 2
-        const symmarResult_t res =
-            symmarAllReduceAlgo(send.data(), recv.data(), counts[k], symmarFloat32, symmarSum, algo, comm, nullptr);
+        const symmarResult_t res = form.second(comm, send.data(), recv.data(), counts[k]);
         const bool last_alone = rank == 0 && k == 2;
         if (last_alone ? res == symmarSuccess : res != symmarInvalidUsage) {
-          fprintf(stderr, "rank %d call %d: %s\n", rank, k, symmarGetErrorString(res));
+          fprintf(stderr, "%s, rank %d call %d: %s\n", form.first, rank, k, symmarGetErrorString(res));
           ++wrong;
         }
       }
       return wrong ? 12 : 0;
     }, both);
-    EXPECT_EQ(status[0], 0) << symmarAlgoName(algo);
-    EXPECT_EQ(status[1], 0) << symmarAlgoName(algo);
+    EXPECT_EQ(status[0], 0) << form.first;
+    EXPECT_EQ(status[1], 0) << form.first;
   }
 }
 
@@ -219,7 +303,7 @@ TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
     const char* const ring[2] = {asking == 0 ? "1" : "0", asking == 1 ? "1" : "0"};
     const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
       if (usesRing(comm)) return 11;
-      return ringCalls(comm, rank, 2, 2) ? 12 : 0;
+      return ringCalls(comm, rank, 2, 2) + scatterGatherRingCalls(comm, rank, 2, 1) ? 12 : 0;
     }, ring);
     for (int rank = 0; rank < 2; ++rank) {
       EXPECT_EQ(status[static_cast<size_t>(rank)], 0) << "rank " << rank << " (rank " << asking << " asked for the ring)";
