@@ -35,31 +35,32 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
   const bool fp8 = c.fp8_out != nullptr;
-  const size_t staging = heap_->stagingBytes();
+  const size_t staging_bytes = heap_->stagingBytes();
   // Rows are published by copyBytes, so their parts sit back to back.
   constexpr sched::FusedParts kParts = sched::FusedParts::kPacked;
   const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, fp8, false, kParts),
                                     sched::fusedRowBytes(c.hidden, elem, fp8, true, kParts)};
-  SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, sched::stagingHalfBytes(staging), &algo));
+  SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, sched::stagingHalfBytes(staging_bytes), &algo));
   const size_t rows_per_chunk =
-      sched::fusedRowsPerChunk(staging, c.hidden, elem, fp8, algo == symmarAlgoTwoShot, kParts);
+      sched::fusedRowsPerChunk(staging_bytes, c.hidden, elem, fp8, algo == symmarAlgoTwoShot, kParts);
   const size_t out_row_bytes = form_row_bytes[1];
   const size_t part_bytes = sched::fusedPartBytes(row_bytes, kParts);
   const char* input = static_cast<const char*>(c.input);
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
-  // The one-shot stages like the allreduce's one-shot, in its slot of the staging ring (the
-  // two-shot's published rows take more than the slot holds: at the half's start).
-  const size_t shift = algo != symmarAlgoTwoShot ? stagingShift(std::min(c.tokens, rows_per_chunk) * row_bytes) : 0;
-  const auto inputs = [&](int p, int half) { return heap_->staging(p, half) + shift; };
+  // Both forms stage in their slot of the staging ring, as the allreduce does: the slot holds what
+  // the call writes into either half, the two-shot's published rows being the larger part.
+  const size_t half_row_bytes = algo == symmarAlgoTwoShot ? out_row_bytes : row_bytes;
+  const size_t shift = stagingShift(std::min(c.tokens, rows_per_chunk) * half_row_bytes);
+  const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < chunks; ++k) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
-    copyBytes(inputs(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
+    copyBytes(staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's staged rows, summed in rank order.
     const auto finishRow = [&](size_t r) {
-      for (int p = 0; p < world_; ++p) srcs_[p] = inputs(p, in_half) + r * row_bytes;
+      for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, in_half) + r * row_bytes;
       finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_);
     };
     if (algo != symmarAlgoTwoShot) {
@@ -70,7 +71,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     // Two-shot: this rank's rows of the chunk, finished into its outputs and published.
     const int out_half = in_half ^ 1;
     const sched::Range mine = sched::rankSlice(rows, world_, rank_, 1);
-    char* pub = heap_->staging(rank_, out_half);
+    char* pub = staging(rank_, out_half);
     for (size_t r = mine.begin; r < mine.end; ++r) {
       finishRow(r);
       copyBytes(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
@@ -85,7 +86,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;
       const sched::Range s = sched::rankSlice(rows, world_, p, 1);
-      const char* theirs = heap_->staging(p, out_half);
+      const char* theirs = staging(p, out_half);
       for (size_t r = s.begin; r < s.end; ++r) {
         copyBytes(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
         copyBytes(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
