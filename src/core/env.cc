@@ -55,7 +55,7 @@ const EnvVarInfo kRegistry[] = {
      "ptrace_scope 0 or ranks that are threads of one process); 0 stages it. Off when any rank asks.",
      kInteger, 1, 0, 1},
     {"SYMMAR_HOST_STAGING_RING", "0 or 1", "1 (0 when ranks outnumber cores)",
-     "Host backend: an allreduce (one-shot or two-shot), fused one-shot, reduce-scatter or staged all-gather that "
+     "Host backend: an allreduce (one-shot or two-shot), fused call, reduce-scatter or staged all-gather that "
      "stages 8 KiB to 1 MiB stages each call in the next slot of a 4 MiB ring instead of at the start of its "
      "staging half, so a rank does not write lines a peer has just read; 0 keeps every call at the start. Off "
      "when any rank asks.",

@@ -119,7 +119,7 @@ SYMMAR_HD size_t stagingHalfOffset(size_t staging_bytes, int half) {
   return static_cast<size_t>(half) * stagingHalfBytes(staging_bytes);
 }
 
-/// The staging ring of the host backend's allreduce (one-shot and two-shot), fused one-shot,
+/// The staging ring of the host backend's allreduce (one-shot and two-shot), fused call,
 /// reduce-scatter and staged all-gather. A call that writes at most `bytes` into each staging half, from kStagingRingMinBytes to a quarter
 /// of the ring, writes slot `call` % slots of a ring over the half's first kStagingRingBytes, not
 /// the half's start: a staging line then comes back to its writer only after its readers have read
