@@ -131,12 +131,18 @@ SYMMAR_HD size_t stagingHalfOffset(size_t staging_bytes, int half) {
 /// their first barrier checks before anything staged is read.
 constexpr size_t kStagingRingMinBytes = 8 << 10;
 constexpr size_t kStagingRingBytes = 4 << 20;
-SYMMAR_HD size_t stagingRingShift(size_t bytes, size_t staging_bytes, uint32_t call) {
+/// Bytes of one slot of the ring for a call that writes `bytes` into each half.
+SYMMAR_HD size_t stagingRingSlot(size_t bytes) { return (2 * bytes + 4095) / 4096 * 4096; }
+/// Slots of the ring for such a call: 0 where it stages at the half's start.
+SYMMAR_HD size_t stagingRingSlots(size_t bytes, size_t staging_bytes) {
   const size_t span = minSize(stagingHalfBytes(staging_bytes), kStagingRingBytes);
   if (bytes < kStagingRingMinBytes || bytes > span / 4) return 0;
-  const size_t slot = (2 * bytes + 4095) / 4096 * 4096;
-  const size_t slots = span / slot;
-  return slots < 2 ? 0 : (call % slots) * slot;
+  const size_t slots = span / stagingRingSlot(bytes);
+  return slots < 2 ? 0 : slots;
+}
+SYMMAR_HD size_t stagingRingShift(size_t bytes, size_t staging_bytes, uint32_t call) {
+  const size_t slots = stagingRingSlots(bytes, staging_bytes);
+  return slots == 0 ? 0 : (call % slots) * stagingRingSlot(bytes);
 }
 
 /// Elements per chunk: as many as fit in one staging half, a multiple of world * vec so every

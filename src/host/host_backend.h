@@ -66,6 +66,10 @@ class HostBackend : public Backend {
   size_t stagingShift(size_t bytes) const {
     return staging_ring_ ? sched::stagingRingShift(bytes, heap_->stagingBytes(), sync_->nextCallNumber()) : 0;
   }
+  /// Whether such a call stages in a slot of the ring (whose lines no peer read the call before).
+  bool stagesInRing(size_t bytes) const {
+    return staging_ring_ && sched::stagingRingSlots(bytes, heap_->stagingBytes()) != 0;
+  }
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc
   /// One lamport message per peer (host_lamport.cc): peer p gets bytes from send + p * stride;

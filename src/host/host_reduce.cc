@@ -11,14 +11,17 @@ namespace symmar {
 
 namespace {
 
-// A 16-bit reduction that publishes its result as well (two-shot's owner: dst2 is the staging its
-// peers read) runs block by block while its data fits in half the L2: each block is reduced into a
-// scratch block in L1, then copied to both destinations. Reduced straight into them, the
-// conversions space the stores out, and each store to a line a peer read needs that line back from
-// the peer's cache (docs/performance.md, "What limits each size"); copied out in one burst, those
-// transfers overlap. 2 ranks, two-shot, 16-256 KiB: bf16 took 1.06-1.15x less time. Past the L2 the
-// extra pass costs more than it saves (bf16 1.4x slower at 1 MiB), and float32, whose loop stores
-// at the copy's pace already, was 7-19% slower blocked.
+// A 16-bit reduction that publishes its result into lines its peers read the call before (two-shot's
+// owner outside the staging ring) runs block by block while its data fits in half the L2: each
+// block is reduced into a scratch block in L1, then copied to both destinations. Reduced straight
+// into them, the conversions space the stores out, and each store to a line a peer read needs that
+// line back from the peer's cache (docs/performance.md, "What limits each size"); copied out in one
+// burst, those transfers overlap. 2 ranks, two-shot, 16-256 KiB: bf16 took 1.06-1.15x less time,
+// and without the staging ring bf16 per byte was 0.93-1.05x float32's blocked against 0.75-0.81x
+// straight. In the ring, where no peer read the lines, the blocks only cost: bf16 per byte was
+// 0.75-0.86x float32's blocked and 0.94-1.01x straight (2 ranks, 4 KiB-1 MiB).
+// Past the L2 the extra pass costs more than it saves (bf16 1.4x slower at 1 MiB), and float32,
+// whose loop stores at the copy's pace already, was 7-19% slower blocked.
 constexpr size_t kScratchBytes = 2048;
 constexpr int kMaxBlockSources = 64;
 
@@ -57,6 +60,11 @@ void reduceBlockwise(void* dst, void* dst2, const void* const* srcs, int nsrc, s
 // depends on that element's inputs only, so blocks give the same bits.
 void reduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
                  symmarRedOp_t op) {
+  simdReduceRanks(dst, dst2, srcs, nsrc, n, dtype, op);
+}
+
+void reduceRanksPublishingToReadLines(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n,
+                                      symmarDataType_t dtype, symmarRedOp_t op) {
   if (reducesBlockwise(dst2, nsrc, n, dtype)) return reduceBlockwise(dst, dst2, srcs, nsrc, n, dtype, op);
   simdReduceRanks(dst, dst2, srcs, nsrc, n, dtype, op);
 }

@@ -15,6 +15,13 @@ namespace symmar {
 void reduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n, symmarDataType_t dtype,
                  symmarRedOp_t op);
 
+/// reduceRanks for a dst2 whose lines a peer read in the call before (two-shot publishing at the
+/// start of a staging half, not in a slot of the staging ring): every store to such a line waits
+/// for the peer's core to give it up, so a 16-bit reduction that fits in cache stores in bursts.
+/// The same bits as reduceRanks.
+void reduceRanksPublishingToReadLines(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n,
+                                      symmarDataType_t dtype, symmarRedOp_t op);
+
 /// Copies bytes from src to dst (no overlap), as memcpy would but without its one slow case here.
 /// glibc copies 2 KiB to a few MiB with `rep movsb` on CPUs with fast short rep-mov (FSRM), and on
 /// AMD Zen that runs at 4-6 GB/s instead of 60-180 when dst is 1-31 bytes past src modulo 4 KiB

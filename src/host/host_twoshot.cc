@@ -23,8 +23,11 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
   // only their own slices of it, all before the end barrier, so neither in-place output nor the
   // caller's next write can race with them.
   const uint64_t input_offset = symmetricOffset(c.send, c.count * c.elem);
-  const size_t shift = stagingShift(std::min(c.count, chunk) * c.elem);
+  const size_t staged_bytes = std::min(c.count, chunk) * c.elem;
+  const size_t shift = stagingShift(staged_bytes);
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
+  // Outside the ring the slice is published into lines the peers read the call before.
+  const auto reduce = stagesInRing(staged_bytes) ? reduceRanks : reduceRanksPublishingToReadLines;
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int in_half = takeWriteHalf();
@@ -62,7 +65,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       reduceToPieces(c, mine.size());
       SYMMAR_CHECK(combineStaged(c, r.begin + mine.begin, mine.size(), publish));
     } else {
-      reduceRanks(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+      reduce(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
 

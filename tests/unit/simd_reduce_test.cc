@@ -180,9 +180,10 @@ const char* dtypeName(symmarDataType_t dt) {
 }
 
 // One case: nsrc sources of n elements at element offsets that vary, dst separate or aliasing a
-// source (alias >= 0), with or without dst2; canaries around the outputs catch stray writes.
+// source (alias >= 0), with or without dst2, through reduceRanks or (bursts) its form for a dst2 a
+// peer read the call before; canaries around the outputs catch stray writes.
 void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alias, bool withDst2,
-             std::mt19937_64& rng, int* failures) {
+             std::mt19937_64& rng, int* failures, bool bursts = false) {
   const size_t es = elemSize(dt);
   const size_t pad = 4;
   std::vector<std::vector<unsigned char>> bufs(nsrc);
@@ -204,12 +205,12 @@ void runCase(symmarDataType_t dt, symmarRedOp_t op, int nsrc, size_t n, int alia
   unsigned char* dst2 = withDst2 ? out2.data() + (pad + 3) * es : nullptr;
   const std::vector<unsigned char> aliasBefore = alias >= 0 ? bufs[alias] : std::vector<unsigned char>();
 
-  symmar::reduceRanks(dst, dst2, srcs.data(), nsrc, n, dt, op);
+  (bursts ? symmar::reduceRanksPublishingToReadLines : symmar::reduceRanks)(dst, dst2, srcs.data(), nsrc, n, dt, op);
 
   auto report = [&](const char* what, size_t i, const unsigned char* got) {
     if (++*failures > 20) return;
     ADD_FAILURE() << what << ": " << dtypeName(dt) << " op " << op << " nsrc " << nsrc << " n " << n << " alias "
-                  << alias << " dst2 " << withDst2 << " element " << i << ": got " << hexBytes(got, es)
+                  << alias << " dst2 " << withDst2 << (bursts ? " in bursts" : "") << " element " << i << ": got " << hexBytes(got, es)
                   << " expected " << hexBytes(expect.data() + i * es, es);
   };
   for (size_t i = 0; i < n; ++i) {
@@ -251,15 +252,17 @@ TEST(SimdReduce, MatchesReferenceBitwiseAtEveryTarget) {
             runCase(dt, op, nsrc, n, 0, false, rng, &failures);
             runCase(dt, op, nsrc, n, nsrc - 1, true, rng, &failures);
           }
-          // 16-bit results published too (dst2) go through a scratch block of 1024 elements while
-          // the data fits in half the L2: whole blocks, a tail, dst aliasing a source; and a length
-          // past the L2 rule for the direct path.
+          // 16-bit results published into lines a peer read go through a scratch block of 1024
+          // elements while the data fits in half the L2: whole blocks, a tail, dst aliasing a
+          // source; and a length past the L2 rule for the direct path. The same through reduceRanks.
           if (elemSize(dt) == 2) {
-            for (size_t n : {2053u, 3072u}) {
-              runCase(dt, op, nsrc, n, -1, true, rng, &failures);
-              runCase(dt, op, nsrc, n, nsrc - 1, true, rng, &failures);
+            for (bool bursts : {true, false}) {
+              for (size_t n : {2053u, 3072u}) {
+                runCase(dt, op, nsrc, n, -1, true, rng, &failures, bursts);
+                runCase(dt, op, nsrc, n, nsrc - 1, true, rng, &failures, bursts);
+              }
+              if (nsrc <= 2) runCase(dt, op, nsrc, 300001, -1, true, rng, &failures, bursts);
             }
-            if (nsrc <= 2) runCase(dt, op, nsrc, 300001, -1, true, rng, &failures);
           }
         }
       }
