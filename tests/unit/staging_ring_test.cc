@@ -49,6 +49,13 @@ TEST(StagingRing, ShiftWorkedByHand) {
   EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 4), 0u);          // four slots of 128 KiB
   EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 200704u);    // 200000 rounded up to pages
   EXPECT_EQ(sched::stagingRingShift(140000, 1 << 20, 1), 0u);
+  // The slots a call has in the ring, 0 where it stages at the half's start.
+  EXPECT_EQ(sched::stagingRingSlots(65536, kStaging), 32u);
+  EXPECT_EQ(sched::stagingRingSlots(1048576, kStaging), 2u);
+  EXPECT_EQ(sched::stagingRingSlots(8191, kStaging), 0u);
+  EXPECT_EQ(sched::stagingRingSlots(1048577, kStaging), 0u);
+  EXPECT_EQ(sched::stagingRingSlots(100000, 1 << 20), 2u);  // slots of 200704 bytes in 512 KiB
+  EXPECT_EQ(sched::stagingRingSlots(140000, 1 << 20), 0u);
 }
 
 TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
