@@ -120,15 +120,16 @@ SYMMAR_HD size_t stagingHalfOffset(size_t staging_bytes, int half) {
 }
 
 /// The staging ring of the host backend's allreduce (one-shot and two-shot), fused call,
-/// reduce-scatter and staged all-gather. A call that writes at most `bytes` into each staging half, from kStagingRingMinBytes to a quarter
-/// of the ring, writes slot `call` % slots of a ring over the half's first kStagingRingBytes, not
-/// the half's start: a staging line then comes back to its writer only after its readers have read
-/// the ring's other slots. A line a peer read a call ago is still in that core's cache, and every
-/// store into it waits until the peer gives it up (docs/performance.md). Slots are twice the call's
-/// bytes (slots as large as the call lost at 1-2 MiB). Returns the byte shift of the call's staging
-/// in each half (0 outside that range, or where the half holds fewer than two slots); shift + bytes
-/// never passes the half. Peers agree on it where they agree on the call's number and size, which
-/// their first barrier checks before anything staged is read.
+/// reduce-scatter and staged all-gather. A call that writes at most `bytes` into each staging half,
+/// from kStagingRingMinBytes to a quarter of the ring, writes slot `call` % slots of a ring over
+/// the half's first kStagingRingBytes, not the half's start: a staging line then comes back to its
+/// writer only after its readers have read the ring's other slots. A line a peer read a call ago is
+/// still in that core's cache, and every store into it waits until the peer gives it up
+/// (docs/performance.md). Slots are twice the call's bytes (slots as large as the call lost at 1-2
+/// MiB). Returns the byte shift of the call's staging in each half (0 outside that range, or where
+/// the half holds fewer than two slots); shift + bytes never passes the half. Peers agree on it
+/// where they agree on the call's number and size, which their first barrier checks before anything
+/// staged is read.
 constexpr size_t kStagingRingMinBytes = 8 << 10;
 constexpr size_t kStagingRingBytes = 4 << 20;
 /// Bytes of one slot of the ring for a call that writes `bytes` into each half.
