@@ -134,15 +134,17 @@ constexpr size_t kStagingRingMinBytes = 8 << 10;
 constexpr size_t kStagingRingBytes = 4 << 20;
 /// Bytes of one slot of the ring for a call that writes `bytes` into each half.
 SYMMAR_HD size_t stagingRingSlot(size_t bytes) { return (2 * bytes + 4095) / 4096 * 4096; }
-/// Slots of the ring for such a call: 0 where it stages at the half's start.
-SYMMAR_HD size_t stagingRingSlots(size_t bytes, size_t staging_bytes) {
+/// Slots of the ring for such a call: 0 where it stages at the half's start. `from`: the fewest
+/// bytes that take the ring, kStagingRingMinBytes unless a collective measured its own.
+SYMMAR_HD size_t stagingRingSlots(size_t bytes, size_t staging_bytes, size_t from = kStagingRingMinBytes) {
   const size_t span = minSize(stagingHalfBytes(staging_bytes), kStagingRingBytes);
-  if (bytes < kStagingRingMinBytes || bytes > span / 4) return 0;
+  if (bytes < from || bytes > span / 4) return 0;
   const size_t slots = span / stagingRingSlot(bytes);
   return slots < 2 ? 0 : slots;
 }
-SYMMAR_HD size_t stagingRingShift(size_t bytes, size_t staging_bytes, uint32_t call) {
-  const size_t slots = stagingRingSlots(bytes, staging_bytes);
+SYMMAR_HD size_t stagingRingShift(size_t bytes, size_t staging_bytes, uint32_t call,
+                                  size_t from = kStagingRingMinBytes) {
+  const size_t slots = stagingRingSlots(bytes, staging_bytes, from);
   return slots == 0 ? 0 : (call % slots) * stagingRingSlot(bytes);
 }
 

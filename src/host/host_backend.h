@@ -62,13 +62,14 @@ class HostBackend : public Backend {
   /// the ranks span hosts), a comm no lamport or inter-host mismatch broke.
   symmarResult_t checkCallable(void* stream) const;
   /// Where the call about to start, writing at most bytes into each staging half, stages: its slot
-  /// of the staging ring where the comm uses it, else 0 (the half's start).
-  size_t stagingShift(size_t bytes) const {
-    return staging_ring_ ? sched::stagingRingShift(bytes, heap_->stagingBytes(), sync_->nextCallNumber()) : 0;
+  /// of the staging ring where the comm uses it, else 0 (the half's start). from: as
+  /// sched::stagingRingSlots.
+  size_t stagingShift(size_t bytes, size_t from = sched::kStagingRingMinBytes) const {
+    return staging_ring_ ? sched::stagingRingShift(bytes, heap_->stagingBytes(), sync_->nextCallNumber(), from) : 0;
   }
   /// Whether such a call stages in a slot of the ring (whose lines no peer read the call before).
-  bool stagesInRing(size_t bytes) const {
-    return staging_ring_ && sched::stagingRingSlots(bytes, heap_->stagingBytes()) != 0;
+  bool stagesInRing(size_t bytes, size_t from = sched::kStagingRingMinBytes) const {
+    return staging_ring_ && sched::stagingRingSlots(bytes, heap_->stagingBytes(), from) != 0;
   }
   symmarResult_t runOneShot(const Call& call);  // host_oneshot.cc
   symmarResult_t runTwoShot(const Call& call);  // host_twoshot.cc

@@ -36,10 +36,10 @@ namespace {
 // 32 KiB the process reads were 1.14-1.18x MPI in every run, lamport 0.90-1.27x.
 constexpr size_t kCrossMemoryBlockBytes = size_t{32} << 10;
 
-// Smallest block an all-gather stages in the staging ring (at most sched::stagingRingShift's upper
-// bound). 2 ranks, float32, staged (SYMMAR_HOST_CMA=0), runs with the ring on and off in turns: at
-// 8 KiB blocks the ring cost 2.0-2.2 us against 1.5-1.8 in 5 of 5 pairs of runs in the same state;
-// at 16 KiB it was 0.96-1.84x as fast, at 32-128 KiB 1.6-3.0x.
+// Smallest block an all-gather stages in the staging ring. 2 ranks, float32, staged
+// (SYMMAR_HOST_CMA=0), runs with the ring on and off in turns: at 8 KiB blocks the ring cost
+// 2.0-2.2 us against 1.5-1.8 in 5 of 5 pairs of runs in the same state; at 16 KiB it was
+// 0.96-1.84x as fast, at 32-128 KiB 1.6-3.0x.
 constexpr size_t kAllGatherRingMinBytes = size_t{16} << 10;
 
 }  // namespace
@@ -71,9 +71,8 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
   // chunk, so the ring starts where that reaches the ring's smallest call: 2 ranks, float32, 8 KiB
   // buffers (4 KiB a block) took 1.0-1.3 us in the ring against 0.6-0.8 us at the half's start;
   // 16 KiB buffers 1.3-1.8x as fast in the ring.
-  const size_t block_chunk = std::min(c.count, chunk) * elem;
-  const size_t shift =
-      block_chunk >= sched::kStagingRingMinBytes ? stagingShift(static_cast<size_t>(world_) * block_chunk) : 0;
+  const size_t blocks = static_cast<size_t>(world_);
+  const size_t shift = stagingShift(blocks * std::min(c.count, chunk) * elem, blocks * sched::kStagingRingMinBytes);
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
@@ -112,8 +111,7 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
     input_word = crossMemoryWord(send);
   }
   bool read_in_place = input_word != sched::kStagedInput;
-  const size_t block_chunk = std::min(c.count, chunk) * elem;  // staged from its slot of the ring, or at 0
-  const size_t shift = block_chunk >= kAllGatherRingMinBytes ? stagingShift(block_chunk) : 0;
+  const size_t shift = stagingShift(std::min(c.count, chunk) * elem, kAllGatherRingMinBytes);  // its slot, or 0
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);

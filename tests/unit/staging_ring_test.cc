@@ -46,8 +46,8 @@ TEST(StagingRing, ShiftWorkedByHand) {
   EXPECT_EQ(sched::stagingRingShift(1048577, kStaging, 1), 0u);
   // A 1 MiB staging buffer (halves of 512 KiB): the ring is the half, up to 128 KiB calls.
   EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 1), 131072u);
-  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 4), 0u);          // four slots of 128 KiB
-  EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 200704u);    // 200000 rounded up to pages
+  EXPECT_EQ(sched::stagingRingShift(65536, 1 << 20, 4), 0u);        // four slots of 128 KiB
+  EXPECT_EQ(sched::stagingRingShift(100000, 1 << 20, 1), 200704u);  // 200000 rounded up to pages
   EXPECT_EQ(sched::stagingRingShift(140000, 1 << 20, 1), 0u);
   // The slots a call has in the ring, 0 where it stages at the half's start.
   EXPECT_EQ(sched::stagingRingSlots(65536, kStaging), 32u);
@@ -56,6 +56,11 @@ TEST(StagingRing, ShiftWorkedByHand) {
   EXPECT_EQ(sched::stagingRingSlots(1048577, kStaging), 0u);
   EXPECT_EQ(sched::stagingRingSlots(100000, 1 << 20), 2u);  // slots of 200704 bytes in 512 KiB
   EXPECT_EQ(sched::stagingRingSlots(140000, 1 << 20), 0u);
+  // A collective's own smallest call (the all-gather's 16 KiB blocks).
+  EXPECT_EQ(sched::stagingRingSlots(16383, kStaging, 16384), 0u);
+  EXPECT_EQ(sched::stagingRingSlots(16384, kStaging, 16384), 128u);
+  EXPECT_EQ(sched::stagingRingShift(16384, kStaging, 130, 16384), 2u * 32768);
+  EXPECT_EQ(sched::stagingRingShift(16383, kStaging, 130, 16384), 0u);
 }
 
 TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
@@ -92,8 +97,7 @@ int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
       std::vector<float> send(count), recv(count);  // room for count elements of either dtype
       for (size_t i = 0; i < count; ++i) testref::storeElement(send.data(), dt, i, inputAt(rank, i, call));
       void* out = in_place ? send.data() : recv.data();
-      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, algo, comm, nullptr) !=
-          symmarSuccess) {
+      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, algo, comm, nullptr) != symmarSuccess) {
         fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
         return wrong + 1;
       }
@@ -135,8 +139,8 @@ int scatterGatherRingCalls(symmarComm_t comm, int rank, int world, int rounds) {
       if (reduce) {
         for (size_t i = 0; i < whole; ++i) testref::storeElement(big.data(), dt, i, inputAt(rank, i, call));
         out = in_place ? static_cast<void*>(own_block) : small.data();
-        res = symmarReduceScatterAlgo(big.data(), const_cast<void*>(out), count, dt, symmarSum, symmarAlgoOneShot,
-                                      comm, nullptr);
+        res = symmarReduceScatterAlgo(big.data(), const_cast<void*>(out), count, dt, symmarSum, symmarAlgoOneShot, comm,
+                                      nullptr);
       } else {
         void* send = in_place ? static_cast<void*>(own_block) : small.data();
         for (size_t i = 0; i < count; ++i) testref::storeElement(send, dt, i, inputAt(rank, i, call));
@@ -184,8 +188,8 @@ TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
     for (int r = 0; r < world; ++r) {
       ranks.emplace_back([&, r] {
         symmarComm_t comm = comms[static_cast<size_t>(r)];
-        errors[static_cast<size_t>(r)] = ringCalls(comm, r, world, world == 2 ? 12 : 4) +
-                                         scatterGatherRingCalls(comm, r, world, world == 2 ? 6 : 3);
+        errors[static_cast<size_t>(r)] =
+            ringCalls(comm, r, world, world == 2 ? 12 : 4) + scatterGatherRingCalls(comm, r, world, world == 2 ? 6 : 3);
       });
     }
     for (std::thread& t : ranks) t.join();
@@ -214,8 +218,8 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
       symmarComm_t comm = comms[static_cast<size_t>(r)];
-      errors[static_cast<size_t>(r)] = ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) +
-                                       ringCalls(comm, r, 2, 20);
+      errors[static_cast<size_t>(r)] =
+          ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) + ringCalls(comm, r, 2, 20);
     });
   }
   for (std::thread& t : ranks) t.join();
@@ -256,6 +260,22 @@ std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, c
   return status;
 }
 
+// The fused allreduce + residual + RMSNorm of count / 1024 rows of 1024 float32 (4, 8 and 19 rows
+// for the counts below: every form's staged or published rows in the ring), residual_out and
+// norm_out in recv (twice count elements), gamma the send buffer itself.
+symmarResult_t fusedRows(symmarComm_t comm, float* send, float* recv, size_t count, symmarAlgo_t algo) {
+  symmarAddRmsNormArgs_t a{};
+  a.input = send;
+  a.residual_out = recv;
+  a.norm_out = recv + count;
+  a.gamma = send;
+  a.eps = 1e-6f;
+  a.tokens = count / 1024;
+  a.hidden = 1024;
+  a.dtype = symmarFloat32;
+  return symmarAllReduceAddRmsNormAlgo(&a, algo, comm, nullptr);
+}
+
 TEST(StagingRing, RanksOneCallApartNeverPair) {
   // Rank 1 skips the first call, so each of its calls meets rank 0's call before it, of another
   // size and so at another place in the ring: both ranks must refuse it (symmarInvalidUsage)
@@ -282,22 +302,28 @@ TEST(StagingRing, RanksOneCallApartNeverPair) {
        [](symmarComm_t comm, float* send, float* recv, size_t count) {
          return symmarAllGatherAlgo(send, recv, count / 2, symmarFloat32, symmarAlgoOneShot, comm, nullptr);
        }},
+      {"fused one-shot", [](symmarComm_t comm, float* send, float* recv,
+                            size_t count) { return fusedRows(comm, send, recv, count, symmarAlgoOneShot); }},
+      {"fused two-shot", [](symmarComm_t comm, float* send, float* recv,
+                            size_t count) { return fusedRows(comm, send, recv, count, symmarAlgoTwoShot); }},
   };
   for (const auto& form : forms) {
-    const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
-      if (!usesRing(comm)) return 11;
-      std::vector<float> send(counts[2], 1.0f), recv(counts[2]);
-      int wrong = 0;
-      for (int k = rank; k < 3; ++k) {  // rank 0: calls 0, 1, 2; rank 1: calls 1, 2
-        const symmarResult_t res = form.second(comm, send.data(), recv.data(), counts[k]);
-        const bool last_alone = rank == 0 && k == 2;
-        if (last_alone ? res == symmarSuccess : res != symmarInvalidUsage) {
-          fprintf(stderr, "%s, rank %d call %d: %s\n", form.first, rank, k, symmarGetErrorString(res));
-          ++wrong;
-        }
-      }
-      return wrong ? 12 : 0;
-    }, both);
+    const std::vector<int> status = forkedPair(
+        [&](symmarComm_t comm, int rank) {
+          if (!usesRing(comm)) return 11;
+          std::vector<float> send(counts[2], 1.0f), recv(2 * counts[2]);
+          int wrong = 0;
+          for (int k = rank; k < 3; ++k) {  // rank 0: calls 0, 1, 2; rank 1: calls 1, 2
+            const symmarResult_t res = form.second(comm, send.data(), recv.data(), counts[k]);
+            const bool last_alone = rank == 0 && k == 2;
+            if (last_alone ? res == symmarSuccess : res != symmarInvalidUsage) {
+              fprintf(stderr, "%s, rank %d call %d: %s\n", form.first, rank, k, symmarGetErrorString(res));
+              ++wrong;
+            }
+          }
+          return wrong ? 12 : 0;
+        },
+        both);
     EXPECT_EQ(status[0], 0) << form.first;
     EXPECT_EQ(status[1], 0) << form.first;
   }
@@ -308,12 +334,15 @@ TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
   // rank that took it alone would stage where its peer does not read.
   for (int asking : {0, 1}) {
     const char* const ring[2] = {asking == 0 ? "1" : "0", asking == 1 ? "1" : "0"};
-    const std::vector<int> status = forkedPair([&](symmarComm_t comm, int rank) {
-      if (usesRing(comm)) return 11;
-      return ringCalls(comm, rank, 2, 2) + scatterGatherRingCalls(comm, rank, 2, 1) ? 12 : 0;
-    }, ring);
+    const std::vector<int> status = forkedPair(
+        [&](symmarComm_t comm, int rank) {
+          if (usesRing(comm)) return 11;
+          return ringCalls(comm, rank, 2, 2) + scatterGatherRingCalls(comm, rank, 2, 1) ? 12 : 0;
+        },
+        ring);
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_EQ(status[static_cast<size_t>(rank)], 0) << "rank " << rank << " (rank " << asking << " asked for the ring)";
+      EXPECT_EQ(status[static_cast<size_t>(rank)], 0)
+          << "rank " << rank << " (rank " << asking << " asked for the ring)";
     }
   }
 }
