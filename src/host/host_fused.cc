@@ -2,9 +2,10 @@
 // allreduce, split by rows (a row is normalised as a whole, by one rank):
 //  - one-shot: every rank stages its rows, then reduces all rows itself in rank order and finishes
 //    them (add, norm, fp8). One barrier per chunk of rows; staging halves alternate.
-//  - two-shot: every rank stages its rows; each reduces and finishes the rows it owns and publishes
-//    residual_out, norm_out (and fp8_out) rows in its other staging half; after an end barrier every
-//    rank copies the other owners' rows.
+//  - two-shot: every rank stages the rows its peers own; each reduces and finishes the rows it owns
+//    (its own part read from its input) and publishes residual_out, norm_out (and fp8_out) rows in
+//    its other staging half in the same pass; after an end barrier every rank copies the other
+//    owners' rows.
 // Each row is finished by exactly one code path with one summation order, so all ranks hold the
 // same bits.
 #include <algorithm>
@@ -56,31 +57,33 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
-    copyBytes(staging(rank_, in_half), input + r0 * row_bytes, rows * row_bytes);
+    // The two-shot's peers read only the rows they own: this rank's own rows stay in its input.
+    const sched::Range mine =
+        algo == symmarAlgoTwoShot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
+    const char* chunk_in = input + r0 * row_bytes;
+    char* staged = staging(rank_, in_half);
+    copyBytes(staged, chunk_in, mine.begin * row_bytes);
+    copyBytes(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
-    // Row r from every rank's staged rows, summed in rank order.
-    const auto finishRow = [&](size_t r) {
+    // Row r from every rank's rows, summed in rank order.
+    const auto finishRow = [&](size_t r, const AddRmsNormRowCopy* copy) {
       for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, in_half) + r * row_bytes;
-      finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_);
+      if (r >= mine.begin && r < mine.end) srcs_[rank_] = chunk_in + r * row_bytes;
+      finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_, copy);
     };
     if (algo != symmarAlgoTwoShot) {
-      for (size_t r = 0; r < rows; ++r) finishRow(r);
+      for (size_t r = 0; r < rows; ++r) finishRow(r, nullptr);
       last_read_half_ = in_half;
       continue;
     }
-    // Two-shot: this rank's rows of the chunk, finished into its outputs and published.
+    // Two-shot: this rank's rows of the chunk, finished into its outputs and published in the
+    // same pass.
     const int out_half = in_half ^ 1;
-    const sched::Range mine = sched::rankSlice(rows, world_, rank_, 1);
     char* pub = staging(rank_, out_half);
     for (size_t r = mine.begin; r < mine.end; ++r) {
-      finishRow(r);
-      copyBytes(pub + r * out_row_bytes, static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
-      copyBytes(pub + r * out_row_bytes + part_bytes, static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes,
-                  row_bytes);
-      if (c.fp8_out) {
-        copyBytes(pub + r * out_row_bytes + 2 * part_bytes, static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden,
-                    c.hidden);
-      }
+      char* row_pub = pub + r * out_row_bytes;
+      const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
+      finishRow(r, &copy);
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
     for (int i = 1; i < world_; ++i) {

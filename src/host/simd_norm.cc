@@ -26,6 +26,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kSquareParts = 16;
 
+// Where a row's results go: out, and the same values to copy when it is not null (the two-shot
+// publishes the rows it finishes for its peers in the same pass).
+template <typename S>
+struct RowOut {
+  S* out;
+  S* copy;
+};
+template <class Fmt, class D, class V>
+HWY_INLINE void PutRow(D d, V v, RowOut<typename Fmt::Store> row, size_t i) {
+  Fmt::Put(d, v, row.out + i);
+  if (row.copy) Fmt::Put(d, v, row.copy + i);
+}
+template <class DU, class V>
+HWY_INLINE void PutPairs(DU du, V v, RowOut<uint16_t> row, size_t i) {
+  hn::StoreU(v, du, reinterpret_cast<uint32_t*>(row.out + i));
+  if (row.copy) hn::StoreU(v, du, reinterpret_cast<uint32_t*>(row.copy + i));
+}
+
 // Elements [i, i + Lanes(d)) of a row: the rank-order sum of the sources plus the residual. kExact:
 // each source added by SumOp's NaN rules; otherwise plain adds, which give the same bits in every
 // lane that ends without a NaN (a NaN, once in a sum, stays in it), so the caller checks the result
@@ -46,23 +64,23 @@ HWY_INLINE hn::Vec<D> SumResidualLanes(D d, const typename Fmt::Store* src0, con
 // The same, rounded and stored to residual_out; returns the stored values, decoded.
 template <class Fmt, class D>
 HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
-                                       const typename Fmt::Store* residual, typename Fmt::Store* res_out, size_t i) {
+                                       const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out, size_t i) {
   auto x = SumResidualLanes<Fmt, false>(d, src0, srcs, nsrc, residual, i);
   if (HWY_LIKELY(hn::AllFalse(d, hn::IsNaN(x)))) {
     const auto stored = Fmt::EncodeNoNaN(d, x);
-    Fmt::Put(d, stored, res_out + i);
+    PutRow<Fmt>(d, stored, res_out, i);
     return Fmt::Decode(d, stored);
   }
   x = SumResidualLanes<Fmt, true>(d, src0, srcs, nsrc, residual, i);
   const auto stored = Fmt::Encode(d, x);
-  Fmt::Put(d, stored, res_out + i);
+  PutRow<Fmt>(d, stored, res_out, i);
   return Fmt::Decode(d, stored);
 }
 
 // Blocks of 16 elements with kVecs vectors of 16 / kVecs lanes each; returns where the blocks end.
 template <class Fmt, int kVecs, class D>
 HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
-                                    const typename Fmt::Store* residual, typename Fmt::Store* res_out, size_t n,
+                                    const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out, size_t n,
                                     float* part) {
   const size_t lanes = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
@@ -94,7 +112,7 @@ HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const 
 // rounded and stored to res_out; slo and shi get the stored lower and upper elements as float32.
 template <class DU, class VF = hn::Vec<hn::RebindToFloat<DU>>>
 HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
-                                     const uint16_t* residual, uint16_t* res_out, size_t i, VF& slo, VF& shi) {
+                                     const uint16_t* residual, RowOut<uint16_t> res_out, size_t i, VF& slo, VF& shi) {
   const hn::RebindToFloat<DU> df;
   const auto load = [&](const uint16_t* p) { return hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + i)); };
   // The pairs' sums as SumResidualLanes makes them: plain adds, and the exact ones only for a
@@ -126,7 +144,7 @@ HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* co
     sum_pairs(std::true_type(), lo, hi);
     stored = RoundAndPackBf16Pair(df, lo, hi);
   }
-  hn::StoreU(stored, du, reinterpret_cast<uint32_t*>(res_out + i));
+  PutPairs(du, stored, res_out, i);
   slo = Bf16PairLower(df, stored), shi = Bf16PairUpper(df, stored);
 }
 
@@ -135,7 +153,7 @@ HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* co
 // those partials.
 template <int kVecs, class DU>
 HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
-                                        const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+                                        const uint16_t* residual, RowOut<uint16_t> res_out, size_t n, float* part) {
   const hn::RebindToFloat<DU> df;
   const size_t lanes = hn::Lanes(du);
   auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
@@ -163,7 +181,7 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
 // accumulators of 8 lanes, so every partial sums its elements in the order the narrower vectors do.
 template <class DU>
 HWY_INLINE size_t AddResidualBf16WideBlocks(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
-                                            const uint16_t* residual, uint16_t* res_out, size_t n, float* part) {
+                                            const uint16_t* residual, RowOut<uint16_t> res_out, size_t n, float* part) {
   const hn::RebindToFloat<DU> df;
   const hn::Half<decltype(df)> dh;
   auto lo_acc = hn::Zero(dh), hi_acc = hn::Zero(dh);
@@ -184,11 +202,11 @@ HWY_INLINE size_t AddResidualBf16WideBlocks(DU du, const uint16_t* src0, const v
 
 template <class Fmt>
 HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const void* residual_raw, void* res_out_raw,
-                                    size_t n) {
+                                    void* res_copy_raw, size_t n) {
   using S = typename Fmt::Store;
   const S* src0 = static_cast<const S*>(srcs[0]);  // kept in a register: the stores below might alias srcs[]
   const S* residual = static_cast<const S*>(residual_raw);
-  S* res_out = static_cast<S*>(res_out_raw);
+  const RowOut<S> res_out{static_cast<S*>(res_out_raw), static_cast<S*>(res_copy_raw)};
   HWY_ALIGN float part[kSquareParts] = {};
   const hn::CappedTag<float, kSquareParts> d;
   size_t i = 0;  // vectors of 4, 8 or 16 lanes; any other width takes the one-lane path below
@@ -219,7 +237,7 @@ HWY_NOINLINE float AddResidualTyped(const void* const* srcs, int nsrc, const voi
 }
 
 // ScaleTyped's bfloat16 rows in pairs, as above; returns where the whole vectors end.
-HWY_INLINE size_t ScaleBf16Pairs(uint16_t* out, const uint16_t* x, const uint16_t* gamma, float inv, size_t n) {
+HWY_INLINE size_t ScaleBf16Pairs(RowOut<uint16_t> out, const uint16_t* x, const uint16_t* gamma, float inv, size_t n) {
   const hn::ScalableTag<uint32_t> du;
   const hn::RebindToFloat<decltype(du)> df;
   const size_t step = 2 * hn::Lanes(du);
@@ -230,23 +248,23 @@ HWY_INLINE size_t ScaleBf16Pairs(uint16_t* out, const uint16_t* x, const uint16_
     const auto wg = hn::LoadU(du, reinterpret_cast<const uint32_t*>(gamma + i));
     const auto lo = hn::Mul(hn::Mul(Bf16PairLower(df, wx), scale), Bf16PairLower(df, wg));
     const auto hi = hn::Mul(hn::Mul(Bf16PairUpper(df, wx), scale), Bf16PairUpper(df, wg));
-    hn::StoreU(RoundAndPackBf16Pair(df, lo, hi), du, reinterpret_cast<uint32_t*>(out + i));
+    PutPairs(du, RoundAndPackBf16Pair(df, lo, hi), out, i);
   }
   return i;
 }
 
-// out = (x * inv) * gamma, rounded to the storage format; `unrounded` (if not null) gets the values
-// before rounding.
+// out (and copy, if not null) = (x * inv) * gamma, rounded to the storage format; `unrounded` (if
+// not null) gets the values before rounding.
 template <class Fmt>
-HWY_NOINLINE void ScaleTyped(void* out_raw, const void* x_raw, const void* gamma_raw, float inv, size_t n,
-                             float* unrounded) {
+HWY_NOINLINE void ScaleTyped(void* out_raw, void* copy_raw, const void* x_raw, const void* gamma_raw, float inv,
+                             size_t n, float* unrounded) {
   using S = typename Fmt::Store;
   const S* x = static_cast<const S*>(x_raw);
   const S* gamma = static_cast<const S*>(gamma_raw);
-  S* out = static_cast<S*>(out_raw);
+  const RowOut<S> out{static_cast<S*>(out_raw), static_cast<S*>(copy_raw)};
   const auto one = [&](auto d, size_t i) {
     const auto y = hn::Mul(hn::Mul(Fmt::Load(d, x + i), hn::Set(d, inv)), Fmt::Load(d, gamma + i));
-    Fmt::Put(d, Fmt::Encode(d, y), out + i);
+    PutRow<Fmt>(d, Fmt::Encode(d, y), out, i);
     if (unrounded) hn::StoreU(y, d, unrounded + i);
   };
   size_t i = 0;
@@ -258,19 +276,20 @@ HWY_NOINLINE void ScaleTyped(void* out_raw, const void* x_raw, const void* gamma
   for (; i < n; ++i) one(hn::CappedTag<float, 1>(), i);
 }
 
-float AddResidual(const void* const* srcs, int nsrc, const void* residual, void* res_out, size_t n, int dtype) {
+float AddResidual(const void* const* srcs, int nsrc, const void* residual, void* res_out, void* res_copy, size_t n,
+                  int dtype) {
   switch (dtype) {
-    case symmarFloat32: return AddResidualTyped<PlainFmt<float>>(srcs, nsrc, residual, res_out, n);
-    case symmarFloat16: return AddResidualTyped<HalfFmt>(srcs, nsrc, residual, res_out, n);
-    default: return AddResidualTyped<Bf16Fmt>(srcs, nsrc, residual, res_out, n);
+    case symmarFloat32: return AddResidualTyped<PlainFmt<float>>(srcs, nsrc, residual, res_out, res_copy, n);
+    case symmarFloat16: return AddResidualTyped<HalfFmt>(srcs, nsrc, residual, res_out, res_copy, n);
+    default: return AddResidualTyped<Bf16Fmt>(srcs, nsrc, residual, res_out, res_copy, n);
   }
 }
 
-void Scale(void* out, const void* x, const void* gamma, float inv, size_t n, int dtype, float* unrounded) {
+void Scale(void* out, void* copy, const void* x, const void* gamma, float inv, size_t n, int dtype, float* unrounded) {
   switch (dtype) {
-    case symmarFloat32: return ScaleTyped<PlainFmt<float>>(out, x, gamma, inv, n, unrounded);
-    case symmarFloat16: return ScaleTyped<HalfFmt>(out, x, gamma, inv, n, unrounded);
-    default: return ScaleTyped<Bf16Fmt>(out, x, gamma, inv, n, unrounded);
+    case symmarFloat32: return ScaleTyped<PlainFmt<float>>(out, copy, x, gamma, inv, n, unrounded);
+    case symmarFloat16: return ScaleTyped<HalfFmt>(out, copy, x, gamma, inv, n, unrounded);
+    default: return ScaleTyped<Bf16Fmt>(out, copy, x, gamma, inv, n, unrounded);
   }
 }
 
@@ -284,14 +303,15 @@ namespace symmar {
 HWY_EXPORT(AddResidual);
 HWY_EXPORT(Scale);
 
-float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out, size_t n,
-                          symmarDataType_t dtype) {
-  return HWY_DYNAMIC_DISPATCH(AddResidual)(srcs, nsrc, residual, residual_out, n, static_cast<int>(dtype));
+float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out,
+                          void* residual_copy, size_t n, symmarDataType_t dtype) {
+  return HWY_DYNAMIC_DISPATCH(AddResidual)(srcs, nsrc, residual, residual_out, residual_copy, n,
+                                           static_cast<int>(dtype));
 }
 
-void simdNormScale(void* out, const void* x, const void* gamma, float inv, size_t n, symmarDataType_t dtype,
-                   float* unrounded) {
-  HWY_DYNAMIC_DISPATCH(Scale)(out, x, gamma, inv, n, static_cast<int>(dtype), unrounded);
+void simdNormScale(void* out, void* out_copy, const void* x, const void* gamma, float inv, size_t n,
+                   symmarDataType_t dtype, float* unrounded) {
+  HWY_DYNAMIC_DISPATCH(Scale)(out, out_copy, x, gamma, inv, n, static_cast<int>(dtype), unrounded);
 }
 
 }  // namespace symmar

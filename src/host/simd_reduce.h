@@ -23,15 +23,16 @@ void simdCopy(void* dst, const void* src, size_t bytes);
 /// The fused norm's first pass over a row of n elements (simd_norm.cc): the float32 sum of the nsrc
 /// rows of dtype (float32, float16 or bfloat16) in rank order with reduceRanks' sum rules, plus
 /// residual (a row of dtype, or null), rounded to dtype as reduceRanks rounds and stored to
-/// residual_out (which may be residual). Returns the sum of the squares of
-/// the stored values, in 16 partial sums (element i to partial i % 16) combined pairwise: the same
-/// bits at every target.
-float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out, size_t n,
-                          symmarDataType_t dtype);
+/// residual_out (which may be residual), and to residual_copy too unless it is null (a second
+/// destination, apart from every other row). Returns the sum of the squares of the stored values,
+/// in 16 partial sums (element i to partial i % 16) combined pairwise: the same bits at every target.
+float simdNormAddResidual(const void* const* srcs, int nsrc, const void* residual, void* residual_out,
+                          void* residual_copy, size_t n, symmarDataType_t dtype);
 /// The fused norm's second pass: out = (x * inv) * gamma, x and gamma rows of dtype, rounded to
-/// dtype; `unrounded` (if not null) gets the float32 values before rounding (the FP8 output's input).
-void simdNormScale(void* out, const void* x, const void* gamma, float inv, size_t n, symmarDataType_t dtype,
-                   float* unrounded);
+/// dtype, stored to out and to out_copy unless it is null; `unrounded` (if not null) gets the
+/// float32 values before rounding (the FP8 output's input).
+void simdNormScale(void* out, void* out_copy, const void* x, const void* gamma, float inv, size_t n,
+                   symmarDataType_t dtype, float* unrounded);
 
 /// @name Targets, for the tests: each must give the same bits.
 /// @{

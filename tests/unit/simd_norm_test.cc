@@ -76,6 +76,11 @@ struct OutputRow {
   void* data;
   OutputRow(symmarDataType_t dt, size_t n)
       : out32(n), out16(n), data(dt == symmarFloat32 ? static_cast<void*>(out32.data()) : out16.data()) {}
+  /// Whether this row holds the same bytes as `other` (a second destination of the same values).
+  bool sameBytesAs(const OutputRow& other) const {
+    return out32.size() == other.out32.size() &&
+           std::memcmp(out32.data(), other.out32.data(), out32.size() * sizeof(float)) == 0 && out16 == other.out16;
+  }
 };
 
 // The row arithmetic by hand, one element at a time: rank-order float32 sum, the residual added,
@@ -102,7 +107,7 @@ TEST(SimdNorm, DecodesEveryCodeAtEveryTarget) {
     std::vector<float> got(codes.size());
     for (symmarDataType_t dt : kHalfTypes) {
       ones.assign(codes.size(), encode(dt, 1.0f));
-      symmar::simdNormScale(out.data(), codes.data(), ones.data(), 1.0f, codes.size(), dt, got.data());
+      symmar::simdNormScale(out.data(), nullptr, codes.data(), ones.data(), 1.0f, codes.size(), dt, got.data());
       int bad = 0;
       for (size_t i = 0; i < codes.size() && bad < 5; ++i) {
         if (!sameFloat(got[i], decode(dt, codes[i])) || !same16(out[i], codes[i], dt == symmarFloat16)) {
@@ -141,7 +146,7 @@ TEST(SimdNorm, EncodesAsTheReferenceAtEveryTarget) {
       int bad = 0;
       for (size_t v = 0; v < in.size() && bad < 5; ++v) {
         for (float* keep : {static_cast<float*>(nullptr), unrounded.data()}) {
-          symmar::simdNormScale(out.data(), ones.data(), ones.data(), in[v], kRow, dt, keep);
+          symmar::simdNormScale(out.data(), nullptr, ones.data(), ones.data(), in[v], kRow, dt, keep);
           for (size_t i = 0; i < kRow; ++i) {
             if (!same16(out[i], encode(dt, in[v]), dt == symmarFloat16) || (keep && !sameFloat(keep[i], in[v]))) {
               ADD_FAILURE() << "dtype " << dt << " value " << in[v] << " (0x" << std::hex << bitsOf(in[v])
@@ -172,8 +177,11 @@ TEST(SimdNorm, SumsAddsAndSquaresAsTheReferenceAtEveryTarget) {
             }
             const StoredRows rows(dt, vals);
             const void* res = residual ? rows.srcs[static_cast<size_t>(nsrc)] : nullptr;
-            OutputRow row(dt, n);
-            const float squares = symmar::simdNormAddResidual(rows.srcs.data(), nsrc, res, row.data, n, dt);
+            // A second destination in half the cases (where the row has a residual): the same bytes.
+            OutputRow row(dt, n), copy(dt, n);
+            const float squares = symmar::simdNormAddResidual(rows.srcs.data(), nsrc, res, row.data,
+                                                              residual ? copy.data : nullptr, n, dt);
+            ASSERT_TRUE(!residual || copy.sameBytesAs(row)) << "dtype " << dt << " nsrc " << nsrc << " n " << n;
             std::vector<float> stored(n);
             for (size_t i = 0; i < n; ++i) {
               float x = vals[0][i];
@@ -224,9 +232,10 @@ TEST(SimdNorm, SumsMeetingNaNsAndInfinitiesFollowTheSumRuleAtEveryTarget) {
           vals[last][38] = -nan, vals[0][38] = nan;  // and the other way round (negative)
           vals[0][n - 1] = -inf;                     // an infinity alone stays one
           const StoredRows rows(dt, vals);
-          OutputRow row(dt, n);
-          const float squares = symmar::simdNormAddResidual(rows.srcs.data(), nsrc,
-                                                            rows.srcs[static_cast<size_t>(nsrc)], row.data, n, dt);
+          OutputRow row(dt, n), copy(dt, n);
+          const float squares = symmar::simdNormAddResidual(
+              rows.srcs.data(), nsrc, rows.srcs[static_cast<size_t>(nsrc)], row.data, copy.data, n, dt);
+          ASSERT_TRUE(copy.sameBytesAs(row)) << "dtype " << dt << " nsrc " << nsrc << " n " << n;
           for (size_t i = 0; i < n; ++i) {
             float x = vals[0][i];
             for (int r = 1; r < nsrc; ++r) x = sumByTheRule(x, vals[static_cast<size_t>(r)][i]);
@@ -258,9 +267,13 @@ TEST(SimdNorm, ScalesAsTheReferenceAtEveryTarget) {
         const void* xs = dt == symmarFloat32 ? static_cast<const void*>(x.data()) : x16.data();
         const void* gs = dt == symmarFloat32 ? static_cast<const void*>(g.data()) : g16.data();
         std::vector<float> unrounded(n);
-        OutputRow row(dt, n);
         for (float* keep : {static_cast<float*>(nullptr), unrounded.data()}) {
-          symmar::simdNormScale(row.data, xs, gs, inv, n, dt, keep);
+          // A second destination (on the first call with keep, on the second without): the same bytes.
+          OutputRow row(dt, n), copy(dt, n);
+          symmar::simdNormScale(row.data, keep ? copy.data : nullptr, xs, gs, inv, n, dt, keep);
+          ASSERT_TRUE(!keep || copy.sameBytesAs(row)) << "dtype " << dt << " n " << n;
+          symmar::simdNormScale(copy.data, keep ? nullptr : row.data, xs, gs, inv, n, dt, keep);
+          ASSERT_TRUE(copy.sameBytesAs(row)) << "dtype " << dt << " n " << n;
           for (size_t i = 0; i < n; ++i) {
             const float y = x[i] * inv * g[i];
             const bool same = dt == symmarFloat32 ? sameFloat(row.out32[i], y) : row.out16[i] == encode(dt, y);
