@@ -423,9 +423,10 @@ TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
   EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot) << "32 KiB";
 }
 
-// The built-in host rows, measured (tables_builtin.cc): at 2 ranks one-shot to 13 tokens of 7168
-// bf16 (182 KiB), two-shot at 14-128, one-shot above; from 3 ranks two-shot at every size with at least a token per rank. The allreduce
-// rows alone would give two-shot at 2 ranks from 1 KiB and one-shot at 4 ranks to 64 KiB.
+// The built-in host rows, measured (tables_builtin.cc): at 2 ranks two-shot from 2 tokens of 7168 bf16
+// to 438 (6 MiB), one-shot at 1 token and above 6 MiB; from 3 ranks two-shot at every size with at
+// least a token per rank. The allreduce rows alone would give two-shot at 2 ranks from 1 KiB and
+// one-shot at 4 ranks to 64 KiB.
 TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
   for (int world = 2; world <= 8; ++world) {
     const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
@@ -433,8 +434,8 @@ TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
     const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
     const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
     ASSERT_GT(fused->num_entries, 0) << "world " << world << " has a fused row";
-    for (int tokens : {1, 2, 8, 13, 14, 16, 24, 64, 128, 192, 256}) {
-      const bool two_shot = world == 2 ? tokens >= 14 && tokens <= 128 : tokens >= world;
+    for (int tokens : {1, 2, 3, 8, 13, 14, 64, 128, 192, 256, 384, 438, 439, 512}) {
+      const bool two_shot = tokens >= world && (world > 2 || tokens <= 438);
       const symmarAlgo_t want = two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot;
       EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), want)
           << "world " << world << ", " << tokens << " tokens of 7168 bf16";
