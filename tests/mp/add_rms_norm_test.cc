@@ -29,11 +29,13 @@ struct Shape {
   symmarDataType_t dtype;
   bool residual, in_place, fp8;
   symmarAlgo_t algo;
+  bool norm_over_input = false;  // norm_out is the input (residual_out apart)
 };
 
 std::string name(const Shape& s) {
   return std::to_string(s.tokens) + "x" + std::to_string(s.hidden) + " dtype " + std::to_string(s.dtype) +
-         (s.residual ? " +res" : "") + (s.in_place ? " inplace" : "") + (s.fp8 ? " fp8" : "") + " " +
+         (s.residual ? " +res" : "") + (s.in_place ? " inplace" : "") + (s.norm_over_input ? " norm-over-input" : "") +
+         (s.fp8 ? " fp8" : "") + " " +
          symmarAlgoName(s.algo);
 }
 
@@ -55,6 +57,7 @@ int runShape(symmarComm_t comm, int rank, int world, const Shape& s, uint64_t* d
   a.residual_in = s.residual ? res.data() : nullptr;
   a.residual_out = s.in_place ? in.data() : res_out.data();  // residual in place over the input
   a.norm_out = s.in_place && s.residual ? res.data() : norm.data();  // and the norm over the residual
+  if (s.norm_over_input) a.norm_out = in.data();
   a.gamma = gamma.data();
   a.fp8_out = s.fp8 ? q.data() : nullptr;
   a.fp8_scale = 0.05f;
@@ -369,6 +372,41 @@ TEST(AddRmsNormShapes, EdgeShapesMatchTheReference) {
   }
   for (size_t c = 0; c < cases.size(); ++c) {
     for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
+  }
+}
+
+// norm_out over the input: each form reads a row's input before it writes that row's norm, and the
+// two-shot reads its own rows from the input itself (it stages only its peers' rows), over several
+// chunks of rows.
+TEST(AddRmsNormShapes, NormOverTheInputMatchesTheReference) {
+  for (int world : {2, 3}) {
+    std::vector<symmarComm_t> comms(world);
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    cfg.staging_bytes = 1 << 20;  // 513 x 4096 bf16 rows in several chunks
+    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
+    std::vector<Shape> cases;
+    for (size_t tokens : {size_t(2), size_t(5), size_t(513)}) {
+      for (symmarDataType_t dt : {symmarFloat32, symmarBfloat16}) {
+        for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot}) {
+          cases.push_back({tokens, 4096, dt, tokens != 5, false, tokens == 5, algo, true});
+        }
+      }
+    }
+    std::vector<uint64_t> digests(cases.size() * world);
+    auto errors = mp::runThreads(world, [&](int rank) {
+      int bad = 0;
+      for (size_t c = 0; c < cases.size(); ++c)
+        bad += runShape(comms[rank], rank, world, cases[c], &digests[c * world + rank]);
+      return bad;
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(errors[r], 0) << "world " << world << " rank " << r;
+      symmarCommDestroy(comms[r]);
+    }
+    for (size_t c = 0; c < cases.size(); ++c) {
+      for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
+    }
   }
 }
 
