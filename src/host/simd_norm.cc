@@ -64,7 +64,8 @@ HWY_INLINE hn::Vec<D> SumResidualLanes(D d, const typename Fmt::Store* src0, con
 // The same, rounded and stored to residual_out; returns the stored values, decoded.
 template <class Fmt, class D>
 HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
-                                       const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out, size_t i) {
+                                       const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out,
+                                       size_t i) {
   auto x = SumResidualLanes<Fmt, false>(d, src0, srcs, nsrc, residual, i);
   if (HWY_LIKELY(hn::AllFalse(d, hn::IsNaN(x)))) {
     const auto stored = Fmt::EncodeNoNaN(d, x);
