@@ -84,10 +84,10 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
   if (!blockBegin<T>(a, &ns.sh, &epoch)) return;
   const size_t h = a.hidden;
   const bool fp8 = a.fp8_out != nullptr;
-  const size_t part_bytes = sched::fusedPartBytes(h * sizeof(Bits), kFusedParts);  // parts of a published row
-  const size_t out_row_bytes = sched::fusedRowBytes(h, sizeof(Bits), fp8, true, kFusedParts);
+  const size_t part_bytes = sched::fusedPartBytes(h * sizeof(Bits));  // parts of a published row
+  const size_t out_row_bytes = sched::fusedRowBytes(h, sizeof(Bits), fp8, true);
   // > 0: checked by the host with the same function.
-  const size_t per_chunk = sched::fusedRowsPerChunk(a.staging_bytes, h, sizeof(Bits), fp8, TwoShot, kFusedParts);
+  const size_t per_chunk = sched::fusedRowsPerChunk(a.staging_bytes, h, sizeof(Bits), fp8, TwoShot);
   const size_t tokens = a.count / h;
   const Bits* input = static_cast<const Bits*>(a.send);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);

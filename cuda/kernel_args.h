@@ -103,10 +103,6 @@ enum FailureReason : int {
   kReasonCallMismatch = 4,    ///< the status peer's lamport call had another count, dtype, op or place in the order
 };
 
-/// The fused two-shot kernel publishes each finished row in staging half 1 with every part at a
-/// 16-byte boundary (sched::fusedRowBytes); the launcher sizes its chunks with the same layout.
-constexpr sched::FusedParts kFusedParts = sched::FusedParts::kVecAligned;
-
 struct KernelArgs {
   const void* send;  ///< user input (this rank's pointer)
   void* recv;        ///< user output

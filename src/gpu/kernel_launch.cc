@@ -158,13 +158,12 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
 }
 
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot) {
-  return sched::fusedRowBytes(call.hidden, symmarTypeSize(call.dtype), call.fp8_out != nullptr, two_shot,
-                              kFusedParts);
+  return sched::fusedRowBytes(call.hidden, symmarTypeSize(call.dtype), call.fp8_out != nullptr, two_shot);
 }
 
 size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
   return sched::fusedRowsPerChunk(ctx.layout.staging_bytes, call.hidden, symmarTypeSize(call.dtype),
-                                  call.fp8_out != nullptr, two_shot, kFusedParts);
+                                  call.fp8_out != nullptr, two_shot);
 }
 
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {

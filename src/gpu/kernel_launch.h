@@ -79,8 +79,7 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 /// always staged. *grid receives the blocks to launch (at most one per row).
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
-/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes
-/// with kFusedParts.
+/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes.
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);
 /// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not
 /// fit, or the call is empty).

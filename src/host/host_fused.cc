@@ -37,15 +37,14 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   const size_t row_bytes = c.hidden * elem;
   const bool fp8 = c.fp8_out != nullptr;
   const size_t staging_bytes = heap_->stagingBytes();
-  // Rows are published by copyBytes, so their parts sit back to back.
-  constexpr sched::FusedParts kParts = sched::FusedParts::kPacked;
-  const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, fp8, false, kParts),
-                                    sched::fusedRowBytes(c.hidden, elem, fp8, true, kParts)};
+  // The row kernels store element words into the published parts: each part is vector-aligned.
+  const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, fp8, false),
+                                    sched::fusedRowBytes(c.hidden, elem, fp8, true)};
   SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, sched::stagingHalfBytes(staging_bytes), &algo));
   const size_t rows_per_chunk =
-      sched::fusedRowsPerChunk(staging_bytes, c.hidden, elem, fp8, algo == symmarAlgoTwoShot, kParts);
+      sched::fusedRowsPerChunk(staging_bytes, c.hidden, elem, fp8, algo == symmarAlgoTwoShot);
   const size_t out_row_bytes = form_row_bytes[1];
-  const size_t part_bytes = sched::fusedPartBytes(row_bytes, kParts);
+  const size_t part_bytes = sched::fusedPartBytes(row_bytes);
   const char* input = static_cast<const char*>(c.input);
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
   // Both forms stage in their slot of the staging ring, as the allreduce does: the slot holds what

@@ -139,7 +139,7 @@ TEST(FusedNormLayout, RowBytesAreTheKernelsLayouts) {
   AddRmsNormCall odd{nullptr, nullptr, nullptr, nullptr, nullptr, &q, 1.0f, 0.0f, 4, 7, symmarBfloat16};
   EXPECT_EQ(gpu::addRmsNormRowBytes(odd, false), 14u);
   EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), 16u + 16u + 16u);
-  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), sched::fusedRowBytes(7, 2, true, true, gpu::kFusedParts));
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), sched::fusedRowBytes(7, 2, true, true));
   AddRmsNormCall empty = c;
   empty.hidden = 0;
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, empty, true), 0u) << "no division by an empty row";

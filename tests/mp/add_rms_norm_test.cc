@@ -411,7 +411,8 @@ TEST(AddRmsNormShapes, NormOverTheInputMatchesTheReference) {
 }
 
 // A row that fits the one-shot form's staging layout but not the two-shot's (8191 float32: 32764
-// bytes against a 32768-byte half; the two-shot publishes a residual and a norm row, 65528 bytes):
+// bytes against a 32768-byte half; the two-shot publishes a residual and a norm row, each part
+// vector-aligned, 65536 bytes):
 // the planned form becomes the one-shot, and a forced two-shot is refused with a message that names
 // the form, what a row of it needs and the half, not "does not fit".
 TEST(AddRmsNormShapes, RowsThatFitOneFormOnly) {
@@ -451,7 +452,7 @@ TEST(AddRmsNormShapes, RowsThatFitOneFormOnly) {
   });
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(res[r], symmarUnsupported) << "rank " << r;
-    EXPECT_NE(why[r].find("twoshot form needs 65528 bytes"), std::string::npos) << why[r];
+    EXPECT_NE(why[r].find("twoshot form needs 65536 bytes"), std::string::npos) << why[r];
     EXPECT_NE(why[r].find("a half has 32768 bytes"), std::string::npos) << why[r];
     EXPECT_NE(why[r].find("the oneshot form fits"), std::string::npos) << why[r];
     symmarCommDestroy(comms[r]);

@@ -339,9 +339,9 @@ TEST(Planner, RememberedAvailabilityFollowsFallbacksAndTheEnvironment) {
 
 TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
   // 8191 float32 a row against a 32768-byte half: the one-shot stages 32764 bytes a row, the
-  // two-shot publishes 65528.
+  // two-shot publishes 65536 (two parts, each vector-aligned).
   AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 64, 8191, symmarFloat32};
-  const size_t rows[2] = {32764, 65528};
+  const size_t rows[2] = {32764, 65536};
   symmarAlgo_t algo = symmarAlgoTwoShot;
   c.planned = true;
   ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarSuccess);
@@ -350,18 +350,18 @@ TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
   ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarSuccess);
   EXPECT_EQ(algo, symmarAlgoOneShot);
   algo = symmarAlgoTwoShot;
-  ASSERT_EQ(fitAddRmsNormForm(c, rows, 65528, &algo), symmarSuccess) << "both fit: the plan stands";
+  ASSERT_EQ(fitAddRmsNormForm(c, rows, 65536, &algo), symmarSuccess) << "both fit: the plan stands";
   EXPECT_EQ(algo, symmarAlgoTwoShot);
 }
 
 TEST(FusedForm, AFormThatCannotServeSaysWhatARowOfItNeeds) {
   AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 64, 8191, symmarFloat32};
-  const size_t rows[2] = {32764, 65528};
+  const size_t rows[2] = {32764, 65536};
   symmarAlgo_t algo = symmarAlgoTwoShot;  // forced: not changed
   ASSERT_EQ(fitAddRmsNormForm(c, rows, 32768, &algo), symmarUnsupported);
   EXPECT_EQ(algo, symmarAlgoTwoShot);
   std::string why = threadLastError();
-  EXPECT_NE(why.find("the fused twoshot form needs 65528 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("the fused twoshot form needs 65536 bytes"), std::string::npos) << why;
   EXPECT_NE(why.find("residual and norm rows"), std::string::npos) << why;
   EXPECT_NE(why.find("a half has 32768 bytes"), std::string::npos) << why;
   EXPECT_NE(why.find("the oneshot form fits"), std::string::npos) << why;

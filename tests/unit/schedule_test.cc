@@ -164,31 +164,25 @@ TEST(Schedule, EpochsCompareAcrossWrap) {
   EXPECT_FALSE(epochReached(0xffffff00u, 5));
 }
 
-// Literal row sizes of both layouts, so a change to either is a deliberate one: 7 bf16 with fp8
-// take 14 + 14 + 7 packed (the host backend), 16 + 16 + 16 vector-aligned (the kernels).
+// Literal row sizes, so a change to the layout is a deliberate one: 7 bf16 with fp8 take
+// 16 + 16 + 16 bytes published, every part vector-aligned.
 TEST(Schedule, FusedRowsFillAStagingHalf) {
-  for (FusedParts parts : {FusedParts::kPacked, FusedParts::kVecAligned}) {
-    EXPECT_EQ(fusedRowBytes(7, 2, true, false, parts), 14u) << "the one-shot stages input rows only";
-    EXPECT_EQ(fusedRowBytes(7, 2, false, false, parts), 14u);
-    EXPECT_EQ(fusedRowsPerChunk(64 << 10, 0, 2, true, true, parts), 0u) << "no division by an empty row";
-    EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, false, parts), 1u) << "one row fills a half";
-    EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, true, parts), 0u) << "a published row does not fit";
-  }
-  EXPECT_EQ(fusedRowBytes(7, 2, true, true, FusedParts::kPacked), 35u);
-  EXPECT_EQ(fusedRowBytes(7, 2, false, true, FusedParts::kPacked), 28u);
-  EXPECT_EQ(fusedRowBytes(7, 2, true, true, FusedParts::kVecAligned), 48u);
-  EXPECT_EQ(fusedRowBytes(7, 2, false, true, FusedParts::kVecAligned), 32u);
-  EXPECT_EQ(fusedPartBytes(14, FusedParts::kPacked), 14u);
-  EXPECT_EQ(fusedPartBytes(14, FusedParts::kVecAligned), 16u);
+  EXPECT_EQ(fusedRowBytes(7, 2, true, false), 14u) << "the one-shot stages input rows only";
+  EXPECT_EQ(fusedRowBytes(7, 2, false, false), 14u);
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 0, 2, true, true), 0u) << "no division by an empty row";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, false), 1u) << "one row fills a half";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, true), 0u) << "a published row does not fit";
+  EXPECT_EQ(fusedRowBytes(7, 2, true, true), 48u);
+  EXPECT_EQ(fusedRowBytes(7, 2, false, true), 32u);
+  EXPECT_EQ(fusedPartBytes(14), 16u);
+  EXPECT_EQ(fusedPartBytes(16), 16u);
   for (size_t staging : {size_t{64} << 10, size_t{1} << 20, size_t{3} << 20}) {
     const size_t half = stagingHalfBytes(staging);
-    for (FusedParts parts : {FusedParts::kPacked, FusedParts::kVecAligned}) {
-      for (bool two_shot : {false, true}) {
-        const size_t rows = fusedRowsPerChunk(staging, 7168, 2, true, two_shot, parts);
-        const size_t row = fusedRowBytes(7168, 2, true, two_shot, parts);
-        EXPECT_LE(rows * row, half);
-        EXPECT_GT((rows + 1) * row, half);
-      }
+    for (bool two_shot : {false, true}) {
+      const size_t rows = fusedRowsPerChunk(staging, 7168, 2, true, two_shot);
+      const size_t row = fusedRowBytes(7168, 2, true, two_shot);
+      EXPECT_LE(rows * row, half);
+      EXPECT_GT((rows + 1) * row, half);
     }
   }
 }
