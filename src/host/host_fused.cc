@@ -56,7 +56,8 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const size_t r0 = k * rows_per_chunk;
     const size_t rows = c.tokens - r0 < rows_per_chunk ? c.tokens - r0 : rows_per_chunk;
     const int in_half = takeWriteHalf();
-    // The two-shot's peers read only the rows they own: this rank's own rows stay in its input.
+    // The two-shot's peers read only the rows they own, so this rank's own rows stay in its input
+    // (the one-shot's peers read every row: `mine` is empty and all are staged).
     const sched::Range mine =
         algo == symmarAlgoTwoShot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
     const char* chunk_in = input + r0 * row_bytes;
