@@ -17,7 +17,7 @@ import logging
 import torch
 import torch.distributed as dist
 
-from . import torch as _symmar_torch  # noqa: F401  (Comm.from_process_group, torch.ops.symmar)
+from . import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, hold_after_wait
 from ._core import Comm
 
 _log = logging.getLogger("symmar")
@@ -107,6 +107,7 @@ class SymmarCommunicator:
         on = "cuda" if dist.get_backend(self.group) == "nccl" else "cpu"
         flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=on)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.group)
+        _symmar_torch.hold_after_wait(flag)
         return bool(flag.item())
 
     def _decline(self, why):

@@ -9,6 +9,7 @@ The comm is bootstrapped through the group's own allgather (no extra port or ren
 by the comm's timeout. CPU tensors need device="cpu" (the host backend); CUDA tensors a GPU comm,
 on which calls are enqueued on torch.cuda.current_stream() and can be captured in a CUDA graph.
 """
+import collections
 import ctypes
 import datetime
 
@@ -30,6 +31,19 @@ from . import ops  # noqa: E402,F401  registers torch.ops.symmar.* (custom ops f
 # Collectives that gave up on their deadline are still owned by the process group's worker
 # thread: their tensors must stay valid until it lets go (for the process's life, at worst).
 _abandoned = []
+
+# Tensors of completed group collectives, held a while longer. The group's worker thread lets go of
+# a collective's tensors a moment after the wait returns; were Python's last reference gone first,
+# that thread would release the Python object itself, and in a process that exits right after (the
+# thread starved of CPU meanwhile), that falls in the interpreter's shutdown, where torch aborts the
+# process ("terminate called without an active exception"). The most recent ones are kept until
+# the module goes; older ones are long released by then.
+_held_after_wait = collections.deque(maxlen=64)
+
+
+def hold_after_wait(*tensors):
+    """Keeps the tensors of a completed group collective referenced (see _held_after_wait)."""
+    _held_after_wait.append(tensors)
 
 
 class _GroupAllGather(CallbackAllGather):
@@ -61,6 +75,7 @@ class _GroupAllGather(CallbackAllGather):
         for i, part in enumerate(parts):
             host = part.cpu()
             ctypes.memmove(recv + i * nbytes, host.data_ptr(), nbytes)
+        hold_after_wait(mine, *parts)
 
 
 def _gather_device(group):

@@ -243,3 +243,29 @@ def test_decline_is_logged_once(caplog, tmp_path):
         assert len(records) == 1 and "world of 1" in records[0].getMessage(), records
     finally:
         dist.destroy_process_group()
+
+
+def test_agreement_tensor_outlives_the_communicator(monkeypatch, tmp_path):
+    """The group's worker thread lets go of a collective's tensors a moment after the wait returns;
+    if Python dropped them first, the worker would release the Python object itself, and in a
+    process exiting meanwhile torch aborts ("terminate called without an active exception"). So the
+    tensor of the communicator's agreement must stay referenced after the communicator is gone."""
+    import gc
+    import weakref
+    seen = []
+    real = dist.all_reduce
+
+    def recording(tensor, *args, **kwargs):
+        seen.append(weakref.ref(tensor))
+        return real(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(dist, "all_reduce", recording)
+    dist.init_process_group("gloo", init_method="file://" + str(tmp_path / "store"), rank=0, world_size=1)
+    try:
+        comm = SymmarCommunicator(None, "cpu")
+        del comm
+        gc.collect()
+        assert seen, "the communicator took no agreement"
+        assert all(ref() is not None for ref in seen), "an agreement's tensor was released with its communicator"
+    finally:
+        dist.destroy_process_group()
