@@ -125,17 +125,13 @@ std::vector<Shape> shapes(bool full) {
   return out;
 }
 
-}  // namespace
-
-class AddRmsNorm : public ::testing::TestWithParam<int> {};
-
-TEST_P(AddRmsNorm, ThreadRanksMatchTheReferenceBitForBit) {
-  const int world = GetParam();
-  const auto cases = shapes(world == 2);
+/// Runs every case on `world` thread ranks of a host comm (staging_bytes 0: the default), each against
+/// the reference, and expects every rank's outputs to agree bit for bit.
+void expectCasesMatchOnThreadRanks(int world, size_t staging_bytes, const std::vector<Shape>& cases) {
   std::vector<symmarComm_t> comms(world);
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = SYMMAR_DEVICE_CPU;
-  cfg.staging_bytes = 1 << 20;  // 513 x 7168 rows run through several chunks
+  cfg.staging_bytes = staging_bytes;
   ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
   std::vector<uint64_t> digests(cases.size() * world);
   auto errors = mp::runThreads(world, [&](int rank) {
@@ -144,12 +140,21 @@ TEST_P(AddRmsNorm, ThreadRanksMatchTheReferenceBitForBit) {
     return bad;
   });
   for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(errors[r], 0) << "rank " << r;
+    EXPECT_EQ(errors[r], 0) << "world " << world << " rank " << r;
     symmarCommDestroy(comms[r]);
   }
   for (size_t c = 0; c < cases.size(); ++c) {
     for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
   }
+}
+
+}  // namespace
+
+class AddRmsNorm : public ::testing::TestWithParam<int> {};
+
+TEST_P(AddRmsNorm, ThreadRanksMatchTheReferenceBitForBit) {
+  const int world = GetParam();
+  expectCasesMatchOnThreadRanks(world, 1 << 20, shapes(world == 2));  // 513 x 7168 rows in several chunks
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, AddRmsNorm, ::testing::Values(2, 3, 5, 8, 9),
@@ -344,11 +349,6 @@ TEST(AddRmsNormShapes, EmptyCallsAreNoOpsThatStillTakePart) {
 // The shapes at the edges: one element a row, odd rows (the two-shot's published rows then have
 // odd sizes), fewer rows than ranks, fp8 on odd rows; every form, against the reference.
 TEST(AddRmsNormShapes, EdgeShapesMatchTheReference) {
-  const int world = 3;
-  std::vector<symmarComm_t> comms(world);
-  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-  cfg.device = SYMMAR_DEVICE_CPU;
-  ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
   std::vector<Shape> cases;
   for (size_t tokens : {size_t(1), size_t(2), size_t(5)}) {
     for (size_t hidden : {size_t(1), size_t(3), size_t(17)}) {
@@ -359,55 +359,22 @@ TEST(AddRmsNormShapes, EdgeShapesMatchTheReference) {
       }
     }
   }
-  std::vector<uint64_t> digests(cases.size() * world);
-  auto errors = mp::runThreads(world, [&](int rank) {
-    int bad = 0;
-    for (size_t c = 0; c < cases.size(); ++c)
-      bad += runShape(comms[rank], rank, world, cases[c], &digests[c * world + rank]);
-    return bad;
-  });
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(errors[r], 0) << "rank " << r;
-    symmarCommDestroy(comms[r]);
-  }
-  for (size_t c = 0; c < cases.size(); ++c) {
-    for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
-  }
+  expectCasesMatchOnThreadRanks(3, 0, cases);
 }
 
 // norm_out over the input: each form reads a row's input before it writes that row's norm, and the
 // two-shot reads its own rows from the input itself (it stages only its peers' rows), over several
 // chunks of rows.
 TEST(AddRmsNormShapes, NormOverTheInputMatchesTheReference) {
-  for (int world : {2, 3}) {
-    std::vector<symmarComm_t> comms(world);
-    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-    cfg.device = SYMMAR_DEVICE_CPU;
-    cfg.staging_bytes = 1 << 20;  // 513 x 4096 bf16 rows in several chunks
-    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
-    std::vector<Shape> cases;
-    for (size_t tokens : {size_t(2), size_t(5), size_t(513)}) {
-      for (symmarDataType_t dt : {symmarFloat32, symmarBfloat16}) {
-        for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot}) {
-          cases.push_back({tokens, 4096, dt, tokens != 5, false, tokens == 5, algo, true});
-        }
+  std::vector<Shape> cases;
+  for (size_t tokens : {size_t(2), size_t(5), size_t(513)}) {
+    for (symmarDataType_t dt : {symmarFloat32, symmarBfloat16}) {
+      for (symmarAlgo_t algo : {symmarAlgoAuto, symmarAlgoOneShot, symmarAlgoTwoShot}) {
+        cases.push_back({tokens, 4096, dt, tokens != 5, false, tokens == 5, algo, true});
       }
     }
-    std::vector<uint64_t> digests(cases.size() * world);
-    auto errors = mp::runThreads(world, [&](int rank) {
-      int bad = 0;
-      for (size_t c = 0; c < cases.size(); ++c)
-        bad += runShape(comms[rank], rank, world, cases[c], &digests[c * world + rank]);
-      return bad;
-    });
-    for (int r = 0; r < world; ++r) {
-      EXPECT_EQ(errors[r], 0) << "world " << world << " rank " << r;
-      symmarCommDestroy(comms[r]);
-    }
-    for (size_t c = 0; c < cases.size(); ++c) {
-      for (int r = 1; r < world; ++r) EXPECT_EQ(digests[c * world + r], digests[c * world]) << name(cases[c]);
-    }
   }
+  for (int world : {2, 3}) expectCasesMatchOnThreadRanks(world, 1 << 20, cases);  // 513 x 4096 in chunks
 }
 
 // A row that fits the one-shot form's staging layout but not the two-shot's (8191 float32: 32764
