@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +108,57 @@ int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
         if (testref::loadElement(out, dt, i) != want) {
           fprintf(stderr, "rank %d call %d (%zu x dtype %d): element %zu is %g, not %g\n", rank, call, count, dt, i,
                   testref::loadElement(out, dt, i), want);
+          ++wrong;
+          break;
+        }
+      }
+      ++call;
+    }
+  }
+  return wrong;
+}
+
+// Every rank runs rounds x 4 fused calls of 1024 float32 a row (2, 4, 8 and 19 rows: staged and
+// published rows in the ring), one-shot and two-shot by turns, no residual, gamma 1: residual_out
+// must be the double sum exactly, norm_out that sum over its RMS to float rounding; returns the
+// wrong calls.
+int fusedRingCalls(symmarComm_t comm, int rank, int world, int rounds) {
+  constexpr size_t kHidden = 1024;
+  int wrong = 0, call = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t tokens : {size_t(2), size_t(4), size_t(8), size_t(19)}) {
+      const size_t n = tokens * kHidden;
+      std::vector<float> in(n), res(n), norm(n), gamma(kHidden, 1.0f);
+      for (size_t i = 0; i < n; ++i) in[i] = static_cast<float>(inputAt(rank, i, call));
+      symmarAddRmsNormArgs_t a{};
+      a.input = in.data();
+      a.residual_out = res.data();
+      a.norm_out = norm.data();
+      a.gamma = gamma.data();
+      a.eps = 1e-6f;
+      a.tokens = tokens;
+      a.hidden = kHidden;
+      a.dtype = symmarFloat32;
+      const symmarAlgo_t algo = call % 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
+      if (symmarAllReduceAddRmsNormAlgo(&a, algo, comm, nullptr) != symmarSuccess) {
+        fprintf(stderr, "rank %d fused call %d failed: %s\n", rank, call, symmarGetLastError(comm));
+        return wrong + 1;
+      }
+      for (size_t t = 0; t < tokens; ++t) {
+        double squares = 0;
+        std::vector<double> sum(kHidden);
+        for (size_t i = 0; i < kHidden; ++i) {
+          for (int r = 0; r < world; ++r) sum[i] += inputAt(r, t * kHidden + i, call);
+          squares += sum[i] * sum[i];
+        }
+        const double inv = 1.0 / std::sqrt(squares / kHidden + 1e-6);
+        bool bad = false;
+        for (size_t i = 0; i < kHidden && !bad; ++i) {
+          const double want = sum[i] * inv;
+          bad = res[t * kHidden + i] != sum[i] || std::fabs(norm[t * kHidden + i] - want) > 1e-5 * std::fabs(want) + 1e-6;
+        }
+        if (bad) {
+          fprintf(stderr, "rank %d fused call %d (%zu rows): row %zu is wrong\n", rank, call, tokens, t);
           ++wrong;
           break;
         }
@@ -219,7 +271,8 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
     ranks.emplace_back([&, r] {
       symmarComm_t comm = comms[static_cast<size_t>(r)];
       errors[static_cast<size_t>(r)] =
-          ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) + ringCalls(comm, r, 2, 20);
+          ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) + fusedRingCalls(comm, r, 2, 10) +
+          ringCalls(comm, r, 2, 20);
     });
   }
   for (std::thread& t : ranks) t.join();
