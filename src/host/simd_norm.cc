@@ -78,6 +78,17 @@ HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, con
   return Fmt::Decode(d, stored);
 }
 
+// AddResidualLanes at element i, its square added to acc. A function rather than a lambda in the
+// loops below: GCC left such a lambda out of line at some targets (AVX2's bfloat16 path, SSE4's
+// fp16 one), a call per block with the accumulators in memory, 3-4x slower.
+template <class Fmt, class D>
+HWY_INLINE void AddResidualSquare(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
+                                  const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out, size_t i,
+                                  hn::Vec<D>& acc) {
+  const auto v = AddResidualLanes<Fmt>(d, src0, srcs, nsrc, residual, res_out, i);
+  acc = hn::Add(acc, hn::Mul(v, v));
+}
+
 // Blocks of 16 elements with kVecs vectors of 16 / kVecs lanes each; returns where the blocks end.
 template <class Fmt, int kVecs, class D>
 HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
@@ -85,17 +96,13 @@ HWY_INLINE size_t AddResidualBlocks(D d, const typename Fmt::Store* src0, const 
                                     float* part) {
   const size_t lanes = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  const auto square_into = [&](auto& acc, size_t i) {
-    const auto v = AddResidualLanes<Fmt>(d, src0, srcs, nsrc, residual, res_out, i);
-    acc = hn::Add(acc, hn::Mul(v, v));
-  };
   size_t i = 0;
   for (; i + kSquareParts <= n; i += kSquareParts) {
-    square_into(a0, i);
-    if constexpr (kVecs > 1) square_into(a1, i + lanes);
+    AddResidualSquare<Fmt>(d, src0, srcs, nsrc, residual, res_out, i, a0);
+    if constexpr (kVecs > 1) AddResidualSquare<Fmt>(d, src0, srcs, nsrc, residual, res_out, i + lanes, a1);
     if constexpr (kVecs > 2) {
-      square_into(a2, i + 2 * lanes);
-      square_into(a3, i + 3 * lanes);
+      AddResidualSquare<Fmt>(d, src0, srcs, nsrc, residual, res_out, i + 2 * lanes, a2);
+      AddResidualSquare<Fmt>(d, src0, srcs, nsrc, residual, res_out, i + 3 * lanes, a3);
     }
   }
   hn::StoreU(a0, d, part);
@@ -149,6 +156,18 @@ HWY_INLINE void AddResidualBf16Pairs(DU du, const uint16_t* src0, const void* co
   slo = Bf16PairLower(df, stored), shi = Bf16PairUpper(df, stored);
 }
 
+// AddResidualBf16Pairs at element i, the squares of its lower and upper elements added to lo_acc
+// and hi_acc (a function, not a lambda: AddResidualSquare says why).
+template <class DU, class VF = hn::Vec<hn::RebindToFloat<DU>>>
+HWY_INLINE void AddResidualBf16Squares(DU du, const uint16_t* src0, const void* const* srcs, int nsrc,
+                                       const uint16_t* residual, RowOut<uint16_t> res_out, size_t i, VF& lo_acc,
+                                       VF& hi_acc) {
+  VF slo, shi;
+  AddResidualBf16Pairs(du, src0, srcs, nsrc, residual, res_out, i, slo, shi);
+  lo_acc = hn::Add(lo_acc, hn::Mul(slo, slo));
+  hi_acc = hn::Add(hi_acc, hn::Mul(shi, shi));
+}
+
 // Vectors of 4 or 8 lanes hold 8 or 16 elements, so a block of 16 is kVecs = 2 or 1 vectors; lane
 // l of vector k holds elements k * 2 * lanes + 2l and + 2l + 1 of the block, whose squares go to
 // those partials.
@@ -158,16 +177,10 @@ HWY_INLINE size_t AddResidualBf16Blocks(DU du, const uint16_t* src0, const void*
   const hn::RebindToFloat<DU> df;
   const size_t lanes = hn::Lanes(du);
   auto lo0 = hn::Zero(df), hi0 = hn::Zero(df), lo1 = hn::Zero(df), hi1 = hn::Zero(df);
-  const auto square_into = [&](hn::Vec<decltype(df)>& lo_acc, hn::Vec<decltype(df)>& hi_acc, size_t i) {
-    hn::Vec<decltype(df)> slo, shi;
-    AddResidualBf16Pairs(du, src0, srcs, nsrc, residual, res_out, i, slo, shi);
-    lo_acc = hn::Add(lo_acc, hn::Mul(slo, slo));
-    hi_acc = hn::Add(hi_acc, hn::Mul(shi, shi));
-  };
   size_t i = 0;
   for (; i + kSquareParts <= n; i += kSquareParts) {
-    square_into(lo0, hi0, i);
-    if constexpr (kVecs > 1) square_into(lo1, hi1, i + 2 * lanes);
+    AddResidualBf16Squares(du, src0, srcs, nsrc, residual, res_out, i, lo0, hi0);
+    if constexpr (kVecs > 1) AddResidualBf16Squares(du, src0, srcs, nsrc, residual, res_out, i + 2 * lanes, lo1, hi1);
   }
   HWY_ALIGN float lo[kSquareParts / 2], hi[kSquareParts / 2];
   hn::StoreU(lo0, df, lo), hn::StoreU(hi0, df, hi);
