@@ -114,9 +114,9 @@ BENCHMARK_CAPTURE(BM_Copy, copyBytes, &symmar::copyBytes)->Apply(copySizes);
 
 // reduceRanks summing 2 sources of `bytes` bytes each into a third buffer, at sizes in L1, L2 and
 // beyond the last-level cache (64 KiB: all three buffers in a 512 KiB L2, as memcpy's two are at
-// 256 KiB; at 256 KiB the reduction's three need 768 KiB); the buffers start at `offsets` into their pages (page-aligned when
-// none are given). Bytes processed counts the memory traffic: 2 buffers read, 1 written, so GB/s
-// compares with BM_Copy/memcpy (1 read, 1 written) as a bandwidth.
+// 256 KiB; at 256 KiB the reduction's three need 768 KiB); the buffers start at `offsets` into
+// their pages (page-aligned when none are given). Bytes processed counts the memory traffic: 2
+// buffers read, 1 written, so GB/s compares with BM_Copy/memcpy (1 read, 1 written) as a bandwidth.
 void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype, std::vector<size_t> offsets) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t elem = dtype == symmarFloat64 ? 8 : (dtype == symmarFloat16 || dtype == symmarBfloat16) ? 2 : 4;
@@ -130,11 +130,14 @@ void BM_ReduceRanks2(benchmark::State& state, symmarDataType_t dtype, std::vecto
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
 }
 const std::vector<size_t> kPageAligned;
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f32, symmarFloat32, kPageAligned)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f64, symmarFloat64, kPageAligned)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, i32, symmarInt32, kPageAligned)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, bf16, symmarBfloat16, kPageAligned)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->Arg(16 << 20);
-BENCHMARK_CAPTURE(BM_ReduceRanks2, f16, symmarFloat16, kPageAligned)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->Arg(16 << 20);
+void reduceSizes(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes : {16 << 10, 64 << 10, 256 << 10, 16 << 20}) b->Arg(bytes);
+}
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f32, symmarFloat32, kPageAligned)->Apply(reduceSizes);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f64, symmarFloat64, kPageAligned)->Apply(reduceSizes);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, i32, symmarInt32, kPageAligned)->Apply(reduceSizes);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, bf16, symmarBfloat16, kPageAligned)->Apply(reduceSizes);
+BENCHMARK_CAPTURE(BM_ReduceRanks2, f16, symmarFloat16, kPageAligned)->Apply(reduceSizes);
 // The first source and the destination 16 bytes past a page (a caller's malloc'ed buffers), the
 // second page-aligned (a heap slot), as two-shot's reduction of a caller's buffer meets them.
 BENCHMARK_CAPTURE(BM_ReduceRanks2, f32_caller_buffers, symmarFloat32, std::vector<size_t>{16, 0, 16})

@@ -80,7 +80,7 @@ HWY_INLINE hn::Vec<D> AddResidualLanes(D d, const typename Fmt::Store* src0, con
 
 // AddResidualLanes at element i, its square added to acc. A function rather than a lambda in the
 // loops below: GCC left such a lambda out of line at some targets (AVX2's bfloat16 path, SSE4's
-// fp16 one), a call per block with the accumulators in memory, 3-4x slower.
+// fp16 one), a call per block with the accumulators in memory, 2-3x slower.
 template <class Fmt, class D>
 HWY_INLINE void AddResidualSquare(D d, const typename Fmt::Store* src0, const void* const* srcs, int nsrc,
                                   const typename Fmt::Store* residual, RowOut<typename Fmt::Store> res_out, size_t i,
