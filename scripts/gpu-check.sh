@@ -10,8 +10,10 @@
 #   CUDA_ARCH  CMAKE_CUDA_ARCHITECTURES (default: from nvidia-smi, else "native")
 #   JOBS       build parallelism (default: nproc)
 #   BUDGET_S   total time budget in seconds (default: 470)
-#   PREBUILT   1: use BUILD_DIR as it is (built elsewhere at the same path for this GPU's
-#              architecture, CUDA major version and x86-64), skipping configure and build
+#   PREBUILT   1: use BUILD_DIR as it is (scripts/gpu-prebuild.sh on a machine of the same CPU
+#              architecture and CUDA major version), skipping configure and build; a tree built
+#              at another path is linked from there
+#   ARCHIVE    also pack every log and the summary into this .tar.gz (one file to send back)
 #   WERROR     ON/OFF for SYMMAR_WERROR (default OFF: another host compiler may warn differently)
 #   TARGETS    build targets (default: the GPU tests and the benchmarks; "all" for everything)
 set -u
@@ -88,7 +90,16 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 configured=0
 built=0
 if [ "${PREBUILT:-0}" = 1 ] && [ -f "$BUILD/CTestTestfile.cmake" ]; then
-  ROWS+=("| prebuilt $BUILD (configure and build skipped) | ok | 0 |")
+  # A tree built at another path (scripts/gpu-prebuild.sh) names that path's files in CTest's
+  # scripts: where that path is free here, it becomes a link to this tree's root.
+  built_root=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+  if [ -n "$built_root" ] && [ "$built_root" != "$ROOT" ] && [ ! -e "$built_root" ]; then
+    mkdir -p "$(dirname "$built_root")" && ln -s "$ROOT" "$built_root"
+  fi
+  # Test lists made where the tree was built are kept only while newer than their binaries; a copy
+  # need not keep the times, and rediscovery would need that machine's CMake modules.
+  find "$BUILD" -name '*_tests.cmake' -exec touch {} +
+  ROWS+=("| prebuilt $BUILD (configure and build skipped; built at ${built_root:-?}) | ok | 0 |")
   configured=1
   built=1
 else
@@ -129,10 +140,12 @@ if [ $built -eq 1 ]; then
   # torch.ops.symmar with CUDA tensors: eager, torch.compile(fullgraph) and CUDA graph replay.
   step "torch ops on a GPU comm: eager, compiled, graph replay" torch_ops_gpu.log 90 \
     env SYMMAR_LIBRARY="$BUILD/src/libsymmar.so" python3 "$ROOT/python/tests/gpu_torch_check.py"
+  # A parameterised test's name ends in its world, or, as CMake 3.25 discovers it, in a comment
+  # with the parameter after it ("..._world2  # GetParam() = (1, 2)").
   step "gpu tests: sweeps at worlds 2 and 8" ctest_gpu_4_sweep.log 120 \
-    ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuSweep.*_world(2|8)$' --output-on-failure --no-tests=error
+    ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuSweep.*_world(2|8)( |$)' --output-on-failure --no-tests=error
   step "gpu tests: reduce-scatter and all-gather at worlds 2 and 8" ctest_gpu_5_scatter_gather.log 60 \
-    ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuScatterGather.*world(2|8)$' --output-on-failure --no-tests=error
+    ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuScatterGather.*world(2|8)( |$)' --output-on-failure --no-tests=error
   TESTS=$(cat "$OUT"/ctest_gpu*.log | grep -E "tests passed|tests failed" | tr '\n' ';')
   cat "$OUT"/ctest_gpu*.log | grep -E "Test +#[0-9]+:" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //' \
     >"$OUT/ctest_gpu_results.txt"
@@ -216,5 +229,6 @@ fi
   done
 } >"$SUMMARY"
 cat "$SUMMARY"
+if [ -n "${ARCHIVE:-}" ]; then tar -czf "$ARCHIVE" -C "$OUT" . || echo "could not write $ARCHIVE"; fi
 grep -q "FAILED\|TIMED OUT" "$SUMMARY" && exit 1
 exit 0
