@@ -12,7 +12,8 @@
 #   BUDGET_S   total time budget in seconds (default: 470)
 #   PREBUILT   1: use BUILD_DIR as it is (scripts/gpu-prebuild.sh on a machine of the same CPU
 #              architecture and CUDA major version), skipping configure and build; a tree built
-#              at another path is linked from there
+#              at another path is linked from there; if its test binary does not start here,
+#              it builds anew in BUILD_DIR-here
 #   ARCHIVE    also pack every log and the summary into this .tar.gz (one file to send back)
 #   WERROR     ON/OFF for SYMMAR_WERROR (default OFF: another host compiler may warn differently)
 #   TARGETS    build targets (default: the GPU tests and the benchmarks; "all" for everything)
@@ -99,10 +100,18 @@ if [ "${PREBUILT:-0}" = 1 ] && [ -f "$BUILD/CTestTestfile.cmake" ]; then
   # Test lists made where the tree was built are kept only while newer than their binaries; a copy
   # need not keep the times, and rediscovery would need that machine's CMake modules.
   find "$BUILD" -name '*_tests.cmake' -exec touch {} +
-  ROWS+=("| prebuilt $BUILD (configure and build skipped; built at ${built_root:-?}) | ok | 0 |")
-  configured=1
-  built=1
-else
+  # Binaries from another machine's image may miss a library here: then build here after all, in
+  # a tree of its own, rather than lose the run.
+  if "$BUILD/tests/gpu/symmar_gpu_tests" --gtest_list_tests >"$OUT/prebuilt_check.log" 2>&1; then
+    ROWS+=("| prebuilt $BUILD (configure and build skipped; built at ${built_root:-?}) | ok | 0 |")
+    configured=1
+    built=1
+  else
+    ROWS+=("| prebuilt $BUILD does not run here (prebuilt_check.log): built in $BUILD-here | FAILED | 0 |")
+    BUILD=$BUILD-here
+  fi
+fi
+if [ $configured -eq 0 ]; then
   step "configure (arch $CUDA_ARCH)" configure.log 120 \
     cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
     -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DSYMMAR_BUILD_TESTS=ON -DSYMMAR_BUILD_BENCHMARKS=ON \
