@@ -120,7 +120,7 @@ if [ $configured -eq 0 ]; then
 fi
 
 if [ $configured -eq 1 ] && [ $built -eq 0 ]; then
-  read -r -a targets <<<"${TARGETS:-symmar_gpu_tests symmar_perf symmar_norm_perf}"
+  read -r -a targets <<<"${TARGETS:-symmar_gpu_tests symmar_perf symmar_norm_perf_gpu}"
   step "build (-j$JOBS)" build.log 300 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" && built=1
 fi
 
@@ -186,6 +186,18 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
 else
   ROWS+=("| symmar_perf | not built (skipped) | 0 |")
 fi
+# The large-message ceiling: this GPU's own device-to-device copy, next to the sweeps above.
+step "device-to-device copy bandwidth (torch)" gpu_copy_bandwidth.log 30 \
+  python3 "$ROOT/benchmarks/gpu_copy_bandwidth.py" --min 1M --max 1G
+# The fused call against an allreduce + an engine's add + RMSNorm kernel, decode shapes; each
+# token count first checks that the two agree.
+NORM_PERF="$BUILD/benchmarks/symmar_norm_perf_gpu"
+if [ $built -eq 1 ] && [ -x "$NORM_PERF" ]; then
+  for n in 2 8; do
+    step "fused vs allreduce + separate pass, local world $n, hidden 7168 bf16" "norm_perf_world$n.log" 45 \
+      "$NORM_PERF" --local-world "$n" --hidden 7168 --tokens 1,2,4,8,16,32,64
+  done
+fi
 # Reduce-scatter and all-gather, last (what time is left): the kernels, and NCCL's where it runs
 # (it needs a GPU per rank; on one GPU the step shows the kernels alone).
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
@@ -228,7 +240,8 @@ fi
     echo "- co-scheduling probe: $(grep -m1 -oE "co-scheduling probe: .*" "$OUT/startup_info.log" || echo "no line")"
     echo "- grid / blocks: $(grep -m1 -oE "CUDA backend ready: .*" "$OUT/startup_info.log" || echo "no line")"
   fi
-  for f in "$OUT"/perf_world*.log "$OUT"/perf_hoststaged*.log "$OUT"/perf_lamport*.log; do
+  for f in "$OUT"/perf_world*.log "$OUT"/perf_hoststaged*.log "$OUT"/perf_lamport*.log "$OUT"/gpu_copy_bandwidth.log \
+    "$OUT"/norm_perf_world*.log; do
     [ -f "$f" ] || continue
     echo
     echo "## $(basename "$f" .log)"
