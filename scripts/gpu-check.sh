@@ -120,7 +120,7 @@ if [ $configured -eq 0 ]; then
 fi
 
 if [ $configured -eq 1 ] && [ $built -eq 0 ]; then
-  read -r -a targets <<<"${TARGETS:-symmar_gpu_tests symmar_perf symmar_norm_perf_gpu}"
+  read -r -a targets <<<"${TARGETS:-symmar_gpu_tests symmar_perf symmar_norm_perf_gpu symmar_tune}"
   step "build (-j$JOBS)" build.log 300 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" && built=1
 fi
 
@@ -204,6 +204,15 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
   for coll in reducescatter allgather; do
     step "symmar_perf local world 4, $coll" "perf_${coll}_world4.log" 40 \
       "$PERF" --device gpu --local-world 4 -C "$coll" -A all -b 8 -e 16M -f 4
+  done
+fi
+
+# With what time is left: table files measured here, for ranks sharing this GPU (docs/tuning.md).
+TUNE="$BUILD/benchmarks/symmar_tune"
+if [ $built -eq 1 ] && [ -x "$TUNE" ]; then
+  for n in 2 4 8; do
+    step "symmar_tune local world $n" "tune_world$n.log" 60 \
+      "$TUNE" --device gpu --local-world "$n" -b 8 -e 16M -f 4 -n 20 -w 3 --out "$OUT/tuned_world$n.json"
   done
 fi
 

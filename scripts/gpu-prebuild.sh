@@ -28,6 +28,6 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_CO
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" -DSYMMAR_WITH_MPI=OFF -DSYMMAR_BUILD_TESTS=ON \
   -DSYMMAR_BUILD_BENCHMARKS=ON -DSYMMAR_BUILD_EXAMPLES=OFF -DSYMMAR_WERROR=OFF \
   -DSYMMAR_GTEST_SRC="$ROOT/third_party/googletest" -DCMAKE_PREFIX_PATH="$ROOT/third_party/highway" "${LAUNCH[@]}"
-cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target symmar_gpu_tests symmar_perf symmar_norm_perf_gpu
+cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target symmar_gpu_tests symmar_perf symmar_norm_perf_gpu symmar_tune
 ctest --test-dir "$BUILD" -N -L gpu | tail -1
 du -sh "$BUILD" third_party
