@@ -51,8 +51,9 @@ const EnvVarInfo kRegistry[] = {
      1 << 30},
     {"SYMMAR_HOST_CMA", "0 or 1", "1",
      "Host backend: an all-gather's peers copy a rank's send buffer straight from its process (Linux cross-memory "
-     "attach), where every rank's probe at comm creation reads its peers (same user and pid namespace, Yama "
-     "ptrace_scope 0 or ranks that are threads of one process); 0 stages it. Off when any rank asks.",
+     "attach), where every rank's probe at comm creation reads its peers (same user and pid namespace; under Yama "
+     "ptrace_scope 1 each rank process first lets processes of its user read it, prctl PR_SET_PTRACER_ANY, as Open "
+     "MPI does); 0 stages it, and a rank with 0 leaves Yama's rule alone. Off when any rank asks.",
      kInteger, 1, 0, 1},
     {"SYMMAR_HOST_STAGING_RING", "0 or 1", "1 (0 when ranks outnumber cores)",
      "Host backend: an allreduce (one-shot or two-shot), fused call, reduce-scatter or staged all-gather that "

@@ -1,12 +1,37 @@
 #include "host/cross_memory.h"
 
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
+#ifndef PR_SET_PTRACER  // older headers: Linux's values
+#define PR_SET_PTRACER 0x59616d61
+#endif
+#ifndef PR_SET_PTRACER_ANY
+#define PR_SET_PTRACER_ANY (static_cast<unsigned long>(-1))
+#endif
+
 namespace symmar {
+
+int yamaPtraceScope(const char* path) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return -1;
+  int scope = -1;
+  if (std::fscanf(f, "%d", &scope) != 1 || scope < 0 || scope > 3) scope = -1;
+  std::fclose(f);
+  return scope;
+}
+
+PeerReadPermission letPeersRead(int scope, int (*set_ptracer_any)()) {
+  if (scope != 1) return scope <= 0 ? PeerReadPermission::kNotNeeded : PeerReadPermission::kNotGrantable;
+  return set_ptracer_any() == 0 ? PeerReadPermission::kGranted : PeerReadPermission::kRefused;
+}
+
+int setPtracerAny() { return prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); }
 
 bool crossMemoryRead(int pid, void* dst, uint64_t remote, size_t bytes) {
   char* out = static_cast<char*>(dst);

@@ -33,6 +33,29 @@ inline bool isCrossMemoryWord(uint64_t word) { return word != sched::kStagedInpu
 /// The address a tagged word carries.
 inline uint64_t crossMemoryAddress(uint64_t word) { return word & ~kCrossMemoryTag; }
 
+/// Yama's ptrace_scope as the file at `path` gives it (0-3), or -1 where there is no such file
+/// (no Yama: only the same-user rule applies) or it holds something else.
+int yamaPtraceScope(const char* path = "/proc/sys/kernel/yama/ptrace_scope");
+
+/// What letPeersRead found to do.
+enum class PeerReadPermission {
+  kNotNeeded,    ///< no Yama, or scope 0: a process of the same user may read this one already
+  kGranted,      ///< scope 1: every process of this user may now read this one
+  kRefused,      ///< scope 1, and the prctl call failed
+  kNotGrantable  ///< scope 2 or 3: reads need a capability no process can hand out
+};
+
+/// Under Yama's ptrace_scope 1 (Ubuntu's default) a process may read only its own descendants,
+/// unless the process read names its reader: each rank names any process of its user
+/// (prctl PR_SET_PTRACER_ANY, as Open MPI's cross-memory transport does), so that peers that are
+/// not its descendants can read its send buffers. The permission stays for the process's life:
+/// Yama keeps one such name per process, and narrowing it again could break another comm's reads
+/// or another library's. `set_ptracer_any` makes the call (tests pass their own); 0 on success.
+PeerReadPermission letPeersRead(int scope, int (*set_ptracer_any)());
+
+/// The prctl call letPeersRead makes in a library build.
+int setPtracerAny();
+
 /// Copies bytes from address `remote` in process pid to dst. False on a failed or short read
 /// (errno says why: ESRCH the process is gone, EFAULT the address is not mapped there, EPERM).
 bool crossMemoryRead(int pid, void* dst, uint64_t remote, size_t bytes);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/host_layout.h"
 #include "core/bootstrap_api.h"
@@ -23,6 +25,35 @@ namespace {
 // simulated hosts x 2 ranks (docs/performance.md): 256 KiB chunks were behind MPI_Allreduce at
 // 1-4 MiB, 4 MiB chunks at 4 MiB, 1 MiB chunks ahead at both. Applies where a smaller chunk is set.
 constexpr size_t kInterHostChunkBytes = size_t{1} << 20;
+
+// Whether any rank of the heap is another process (ranks may be threads of one).
+bool hasPeerProcesses(const ShmHeap& heap, int world) {
+  const int self = getpid();
+  for (int p = 0; p < world; ++p) {
+    if (heap.header(p)->pid != self) return true;  // only picks whether to ask Yama: any value is harmless
+  }
+  return false;
+}
+
+// Says at INFO what letPeersRead did where it had something to do.
+void logPeerReadPermission(PeerReadPermission permission) {
+  switch (permission) {
+    case PeerReadPermission::kNotNeeded: return;
+    case PeerReadPermission::kGranted:
+      SYMMAR_INFO(kSubsysInit, "host: Yama ptrace_scope is 1; this process now lets processes of its user read "
+                  "its memory (prctl PR_SET_PTRACER_ANY), so that peers can copy all-gather send buffers from it "
+                  "(SYMMAR_HOST_CMA=0 keeps Yama's rule and stages them)");
+      return;
+    case PeerReadPermission::kRefused:
+      SYMMAR_INFO(kSubsysInit, "host: Yama ptrace_scope is 1 and prctl(PR_SET_PTRACER) failed (%s): peers cannot "
+                  "read this process, all-gathers stage their send buffers", strerror(errno));
+      return;
+    case PeerReadPermission::kNotGrantable:
+      SYMMAR_INFO(kSubsysInit, "host: Yama ptrace_scope is above 1: peers cannot read this process, all-gathers "
+                  "stage their send buffers");
+      return;
+  }
+}
 
 }  // namespace
 
@@ -84,10 +115,15 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
                                          spin_limit, ctx.settings.epoch_start);
     b->arena_ = SymmetricArena(heap_bytes);
     // Every rank reads its peers' processes, or none does: an address a rank publishes needs
-    // readers on every peer.
-    const bool readable =
-        envNumber("SYMMAR_HOST_CMA", 1) != 0 && crossMemoryWorks(*b->heap_, b->rank_, b->world_, &b->peer_pids_);
+    // readers on every peer. First each rank whose peers are other processes lets them read it
+    // where Yama would refuse them; the agreement after that keeps every probe after every
+    // rank's permission.
+    const bool wants_reads = envNumber("SYMMAR_HOST_CMA", 1) != 0;
+    if (wants_reads && hasPeerProcesses(*b->heap_, b->world_)) logPeerReadPermission(letPeersRead(yamaPtraceScope(), setPtracerAny));
     int first_failed = -1;
+    SYMMAR_CHECK(agreeAll(*host_boot, wants_reads, &first_failed));
+    const bool readable =
+        first_failed < 0 && crossMemoryWorks(*b->heap_, b->rank_, b->world_, &b->peer_pids_);
     SYMMAR_CHECK(agreeAll(*host_boot, readable, &first_failed));
     b->cross_memory_ = first_failed < 0;
     // The staging ring (sched::stagingRingShift) pays where each rank has a core: ranks that share
