@@ -210,6 +210,20 @@ HWY_INLINE VU PackBf16Pair(VU rlo, VU rhi) {
 #endif
 }
 
+// (a + b + 1) >> 1 per 16-bit lane, computed without overflow. Highway's AverageRound is one native
+// instruction on x86 (pavgw), NEON (urhadd) and SVE2 (urhadd), but Highway 1.0's SVE and SVE_256
+// targets add a + b + 1 in 16 bits, which wraps for sums past 0xffff: on a CPU with SVE and not
+// SVE2 (Graviton 3, Neoverse V1) bf16 results that should round up came out truncated. Elsewhere
+// the identity (a | b) - ((a ^ b) >> 1) gives the same value in 16 bits.
+template <class V>
+HWY_INLINE V RoundedHalfSum(V a, V b) {
+#if HWY_ARCH_X86 || HWY_TARGET == HWY_NEON || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE2_128
+  return hn::AverageRound(a, b);
+#else
+  return hn::Sub(hn::Or(a, b), hn::ShiftRight<1>(hn::Xor(a, b)));
+#endif
+}
+
 // PackBf16Pair(Bf16RoundUnmasked(lo), Bf16RoundUnmasked(hi)) for vectors without NaN lanes, in
 // 16-bit lanes, two elements per 32-bit lane at once: the upper halves of lo and hi packed as
 // PackBf16Pair packs them (u) and the lower halves alike (l). An element rounds up by one exactly
@@ -227,7 +241,7 @@ HWY_INLINE VU RoundAndPackBf16NoNaN(VU lo, VU hi) {
   const auto u = hn::OddEven(hn::BitCast(d16, hi), hn::BitCast(d16, hn::ShiftRight<16>(lo)));
   const auto l = hn::OddEven(hn::BitCast(d16, hn::ShiftLeft<16>(hi)), hn::BitCast(d16, lo));
   const auto bias = hn::OrAnd(hn::Set(d16, uint16_t{0x7ffe}), u, hn::Set(d16, uint16_t{1}));
-  return hn::BitCast(du, hn::Add(u, hn::ShiftRight<15>(hn::AverageRound(l, bias))));
+  return hn::BitCast(du, hn::Add(u, hn::ShiftRight<15>(RoundedHalfSum(l, bias))));
 #endif
 }
 

@@ -98,7 +98,8 @@ TEST(HostBarriers, ScatterGatherReadingASymmetricSendBufferEndsWithABarrier) {
 TEST(HostBarriers, AllGatherReadingPeersProcessesEndsWithABarrier) {
   int word = 42, copy = 0;
   if (!symmar::crossMemoryRead(getpid(), &copy, reinterpret_cast<uintptr_t>(&word), sizeof(word))) {
-    GTEST_SKIP() << "process_vm_readv is not permitted here (seccomp or capabilities): " << strerror(errno);
+    GTEST_SKIP() << "process_vm_readv is not available here (seccomp, capabilities, or an emulator without it): "
+                 << strerror(errno);
   }
   const size_t at_threshold = (32 << 10) / sizeof(float);
   for (const char* cma : {"1", "0"}) {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The host library built for 64-bit Arm and its unit tests run under qemu-aarch64, as on a Graviton
+# or Grace server: the SIMD kernels at every Arm target Highway dispatches to (NEON, SVE, SVE2, and
+# SVE_256 and SVE2_128 where the vector length is 256 or 128 bits) against the scalar reference,
+# bit for bit. Installs Debian's cross compiler, qemu-user and the arm64 libraries where missing
+# (root or sudo; adds the arm64 architecture to dpkg).
+#   BUILD=<dir>  the build tree (default build-arm64)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-arm64}
+
+missing=()
+for p in g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+mkdir -p "$BUILD"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
+  -DSYMMAR_WITH_CUDA=OFF -DSYMMAR_WITH_MPI=OFF -DSYMMAR_WITH_NCCL=OFF \
+  -DSYMMAR_BUILD_BENCHMARKS=OFF -DSYMMAR_BUILD_EXAMPLES=OFF > "$BUILD/configure.log" ||
+  { cat "$BUILD/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" --target symmar_unit_tests
+
+# qemu's default CPU has SVE2 with 512-bit vectors: every unit test, the SIMD ones at SVE2, SVE and
+# NEON. Then the SIMD tests again where other targets or vector lengths come into play.
+tests="$BUILD/tests/symmar_unit_tests"
+qemu-aarch64 "$tests" --gtest_brief=1
+for bytes in 16 32 256; do  # 128-bit (SVE2_128), 256-bit (SVE_256), 2048-bit vectors
+  echo "SIMD tests at $((bytes * 8))-bit SVE vectors:"
+  QEMU_CPU="max,sve-default-vector-length=$bytes" qemu-aarch64 "$tests" --gtest_filter='Simd*' --gtest_brief=1
+done
