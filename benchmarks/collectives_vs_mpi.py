@@ -10,7 +10,7 @@ machine runs some processes 2-3x slower than others, and one median hides which 
 
     python3 benchmarks/collectives_vs_mpi.py [--build build] [--np 2] [--runs 5] [--min 8] [--max 64M]
         [--collectives reducescatter,allgather] [--dtype float32] [--algos oneshot,lamport]
-        [--caller-only] [--iters 20] [--hot]
+        [--caller-only] [--iters 20] [--hot] [--huge-pages]
 """
 import argparse
 import json
@@ -29,6 +29,8 @@ def run_once(args, collective, symmetric, path):
         cmd.append("--symmetric")
     if args.hot:
         cmd.append("--hot")
+    if args.huge_pages:
+        cmd.append("--huge-pages")
     env = dict(os.environ, SYMMAR_HEAP_BYTES="512M", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -50,6 +52,8 @@ def main():
     ap.add_argument("--collectives", default="reducescatter,allgather")
     ap.add_argument("--hot", action="store_true",
                     help="every rank rewrites its send buffer before each call (symmar_perf --hot)")
+    ap.add_argument("--huge-pages", action="store_true",
+                    help="buffers in transparent huge pages (symmar_perf --huge-pages)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for collective in args.collectives.split(","):
@@ -57,9 +61,10 @@ def main():
                 runs = [run_once(args, collective, symmetric, os.path.join(tmp, "%d.json" % i))
                         for i in range(args.runs)]
                 algos = args.algos.split(",")
-                print("\n%s, %d ranks, %s, %s send buffers%s, %d runs" % (
+                print("\n%s, %d ranks, %s, %s send buffers%s%s, %d runs" % (
                     collective, args.np, args.dtype, "symmetric" if symmetric else "caller",
-                    " rewritten before each call" if args.hot else "", args.runs))
+                    " rewritten before each call" if args.hot else "",
+                    " in huge pages" if args.huge_pages else "", args.runs))
                 print("%10s %12s" % ("bytes", "mpi us") +
                       "".join(" %12s %8s   %-*s" % (a + " us", "mpi/" + a[:4], 5 * args.runs, "per run")
                               for a in algos))

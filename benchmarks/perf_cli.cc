@@ -143,7 +143,7 @@ void printUsage(const char* prog, const char* extra_usage) {
   printf(
       "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype[,dtype]] [-o op] [-G 0|1]\n"
       "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
-      "          [--offset B] [--block N] [--hot]%s\n"
+      "          [--offset B] [--block N] [--hot] [--huge-pages]%s\n"
       "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
       "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
       "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
@@ -154,7 +154,9 @@ void printUsage(const char* prog, const char* extra_usage) {
       "  launch: under mpirun one rank per process; --local-world N runs N ranks as threads\n"
       "  --offset B: host buffers start B bytes (< 4096) past a page; malloc'ed buffers sit at 16\n"
       "  --hot: each rank rewrites its host send buffer (untimed) before every call, so the call finds it\n"
-      "  in this rank's cache, written, as an engine's layer leaves its output (default: as the last call left it)\n",
+      "  in this rank's cache, written, as an engine's layer leaves its output (default: as the last call left it)\n"
+      "  --huge-pages: host buffers 2 MiB-aligned and advised into transparent huge pages (MADV_HUGEPAGE),\n"
+      "  as torch's CPU allocator places large tensors under THP_MEM_ALLOC_ENABLE=1\n",
       prog, extra_usage);
 }
 
@@ -168,6 +170,10 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     }
     if (a == "--hot") {
       o->hot = true;
+      continue;
+    }
+    if (a == "--huge-pages") {
+      o->huge_pages = true;
       continue;
     }
     if (a == "--test-plant-wrong") {  // test switch: proves that a wrong result fails the run

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "core/names.h"
 #include "core/numeric.h"
 #include "perf_schedule.h"
@@ -73,14 +75,16 @@ class HostBuffers : public Buffers {
  public:
   // offset: where in a page the buffers start (page-aligned by default; 16 is where malloc puts
   // a large allocation, which is what a caller's buffer usually is).
-  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric, size_t offset) : comm_(comm), symmetric_(symmetric) {
-    const size_t span = (bytes + offset + 4095) / 4096 * 4096;
+  // huge_pages: 2 MiB-aligned and marked MADV_HUGEPAGE before the first write, as torch's CPU
+  // allocator places tensors of 2 MiB and more under THP_MEM_ALLOC_ENABLE=1.
+  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric, size_t offset, bool huge_pages)
+      : comm_(comm), symmetric_(symmetric) {
     if (symmetric && symmarMemAlloc(comm, bytes, &send_) != symmarSuccess) send_ = nullptr;
     if (!symmetric) {
-      send_base_ = aligned_alloc(4096, span);
+      send_base_ = allocate(bytes + offset, huge_pages);
       send_ = send_base_ ? static_cast<char*>(send_base_) + offset : nullptr;
     }
-    recv_base_ = aligned_alloc(4096, span);
+    recv_base_ = allocate(bytes + offset, huge_pages);
     recv_ = recv_base_ ? static_cast<char*>(recv_base_) + offset : nullptr;
   }
   ~HostBuffers() override {
@@ -120,6 +124,13 @@ class HostBuffers : public Buffers {
   void* send_base_ = nullptr;
   void* recv_base_ = nullptr;
   std::vector<char> pattern_;  // what upload() wrote, for --hot
+
+  static void* allocate(size_t bytes, bool huge_pages) {
+    const size_t align = huge_pages ? size_t(2) << 20 : 4096;
+    void* p = aligned_alloc(align, (bytes + align - 1) / align * align);
+    if (p && huge_pages) (void)madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // advice only
+    return p;
+  }
 };
 
 #ifdef SYMMAR_PERF_WITH_CUDA
@@ -236,7 +247,7 @@ std::unique_ptr<Buffers> makeBuffers(symmarComm_t comm, Group& group, const Opti
 #ifdef SYMMAR_PERF_WITH_CUDA
   if (gpu_device >= 0) bufs = std::make_unique<GpuBuffers>(comm, opt.max_bytes, opt.symmetric, gpu_device);
 #endif
-  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset);
+  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset, opt.huge_pages);
   if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) return nullptr;
   const size_t elem = symmarTypeSize(dtype);
   std::vector<char> host(opt.max_bytes);

@@ -31,6 +31,7 @@ struct Options {
   bool symmetric = false;                      // buffers from symmarMemAlloc (zero-copy inputs)
   size_t offset = 0;                           // host buffers start this many bytes past a page
   bool hot = false;  // --hot: host send buffers rewritten (untimed) before every call, as a producer leaves them
+  bool huge_pages = false;  // --huge-pages: host buffers in transparent huge pages where the kernel gives them
   bool plant_wrong = false;                    // test switch: corrupt one result before checking
 };
 
