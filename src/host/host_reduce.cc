@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "host/simd_reduce.h"
 
@@ -28,8 +30,10 @@ constexpr int kMaxBlockSources = 64;
 bool reducesBlockwise(const void* dst2, int nsrc, size_t n, symmarDataType_t dtype) {
   if (dst2 == nullptr || nsrc > kMaxBlockSources || (dtype != symmarBfloat16 && dtype != symmarFloat16)) return false;
   static const size_t half_l2 = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return (l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20) / 2;
+    const long from_libc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const size_t l2 = from_libc > 0 ? static_cast<size_t>(from_libc)
+                                    : l2CacheBytesFromSysfs("/sys/devices/system/cpu/cpu0/cache");
+    return (l2 > 0 ? l2 : size_t{1} << 20) / 2;  // 1 MiB where nothing says: a guess, not a measure
   }();
   return static_cast<size_t>(nsrc + 2) * n * 2 <= half_l2;  // the sources and the two destinations
 }
@@ -52,7 +56,36 @@ void reduceBlockwise(void* dst, void* dst2, const void* const* srcs, int nsrc, s
   }
 }
 
+/// The first line of path, without its newline; empty where it cannot be read.
+std::string firstLine(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  char line[64] = "";
+  if (!std::fgets(line, sizeof line, f)) line[0] = 0;
+  std::fclose(f);
+  line[std::strcspn(line, "\n")] = 0;
+  return line;
+}
+
 }  // namespace
+
+size_t l2CacheBytesFromSysfs(const char* cache_dir) {
+  for (int index = 0; index < 16; ++index) {
+    const std::string entry = std::string(cache_dir) + "/index" + std::to_string(index) + "/";
+    const std::string level = firstLine(entry + "level");
+    if (level.empty()) break;
+    const std::string type = firstLine(entry + "type");
+    if (level != "2" || (type != "Unified" && type != "Data")) continue;
+    unsigned long long size = 0;
+    char unit = 0;
+    const int got = std::sscanf(firstLine(entry + "size").c_str(), "%llu%c", &size, &unit);
+    if (got < 1 || size == 0) return 0;
+    const unsigned long long scale = got == 1 ? 1 : unit == 'K' ? 1ull << 10 : unit == 'M' ? 1ull << 20 : 0;
+    if (scale == 0 || size > (1ull << 40) / scale) return 0;  // an unknown unit or an absurd size: unknown
+    return static_cast<size_t>(size * scale);
+  }
+  return 0;
+}
 
 // One implementation: the Highway kernels, at the best SIMD target of this CPU. Ranks on CPUs of
 // different generations get the same bits (simd_reduce.cc says why), so there is no scalar twin to

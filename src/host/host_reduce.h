@@ -22,6 +22,11 @@ void reduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, size_
 void reduceRanksPublishingToReadLines(void* dst, void* dst2, const void* const* srcs, int nsrc, size_t n,
                                       symmarDataType_t dtype, symmarRedOp_t op);
 
+/// The bytes of one core's L2 cache as Linux lists it under cache_dir (index*/level, type, size:
+/// the level-2 data or unified entry), or 0 where it lists none. glibc's sysconf answers on x86 but
+/// gives 0 on aarch64, where this is how the L2 of a Graviton or Grace core is found.
+size_t l2CacheBytesFromSysfs(const char* cache_dir);
+
 /// Copies bytes from src to dst (no overlap), as memcpy would but without its one slow case here.
 /// glibc copies 2 KiB to a few MiB with `rep movsb` on CPUs with fast short rep-mov (FSRM), and on
 /// AMD Zen that runs at 4-6 GB/s instead of 60-180 when dst is 1-31 bytes past src modulo 4 KiB
