@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -77,6 +78,16 @@ void writeJson(const Options& opt, int world, bool gpu, const std::string& devic
   out << "\n]}\n";
 }
 
+/// /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never": the bracketed one holds).
+std::string thpSetting() {
+  FILE* f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  char line[128] = "unknown (no transparent huge pages here)";
+  if (f && !fgets(line, sizeof line, f)) line[0] = 0;
+  if (f) fclose(f);
+  line[strcspn(line, "\n")] = 0;
+  return line;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,7 +115,9 @@ int main(int argc, char** argv) {
       printf("# symmar_perf: %s, %d ranks (%s) on %s, %s %s, iters %d, warmup %d, check %d, graph %d\n",
              symmar::collectiveName(opt.coll), group.size(), launch_desc, host, dtypeList(opt).c_str(),
              symmar::opName(opt.op), opt.iters, opt.warmup, opt.check, opt.graph);
-      printf("# %s\n#\n", desc);
+      printf("# %s\n", desc);
+      if (opt.huge_pages && gpu_device < 0) printf("# host buffers advised into huge pages; the kernel's setting: %s\n", thpSetting().c_str());
+      printf("#\n");
       if (ok) printResults(opt, results);
       if (!ok) fprintf(stderr, "symmar_perf: %s\n", error.c_str());
       if (ok && !opt.json.empty()) writeJson(opt, group.size(), gpu_device >= 0, gpu_device >= 0 ? "gpu" : host, results);
