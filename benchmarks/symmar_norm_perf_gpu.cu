@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,7 +129,41 @@ struct Rank {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   void *in = nullptr, *residual = nullptr, *norm = nullptr, *sum = nullptr, *gamma = nullptr;
+  void *saved_residual = nullptr, *fused_residual = nullptr, *fused_norm = nullptr;  // the check's copies
   std::vector<float> per_call[kVariants];  // us per call, one entry per timed run
+};
+
+/// A barrier for the rank threads, between set-up, the check and the timing. A rank's kernels spin
+/// until its peers' arrive, and while they spin, a CUDA call of another thread that waits for the
+/// device (an allocation, a copy from or to pageable memory) can keep that peer from launching its
+/// own: so no rank starts a phase while another still makes such calls. False on every rank when
+/// any rank arrived with ok false (each rank arrives once per phase, failed or not).
+class PhaseBarrier {
+ public:
+  explicit PhaseBarrier(int ranks) : ranks_(ranks) {}
+  bool arrive(bool ok) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const long phase = phase_;
+    all_ok_ = all_ok_ && ok;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++phase_;
+      last_ok_ = all_ok_;
+      all_ok_ = true;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return phase_ != phase; });
+    }
+    return last_ok_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const int ranks_;
+  int arrived_ = 0;
+  long phase_ = 0;
+  bool all_ok_ = true, last_ok_ = true;
 };
 
 /// What one call of variant v enqueues on the rank's stream.
@@ -162,20 +198,26 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, 
   fillRows<<<64, kThreads, 0, k.stream>>>(bf(k.in), n, r, 13);
   fillRows<<<64, kThreads, 0, k.stream>>>(bf(k.residual), n, 5, 11);
   fillRows<<<8, kThreads, 0, k.stream>>>(bf(k.gamma), static_cast<size_t>(o.hidden), 11, 15);
-  std::vector<uint16_t> residual_in(n), fused_res(n), fused_norm(n), sep_res(n), sep_norm(n);
-  cudaMemcpyAsync(residual_in.data(), k.residual, n * 2, cudaMemcpyDeviceToHost, k.stream);
+  // Between the calls, copies on the device only: the host reads everything after the stream sync.
+  cudaMemcpyAsync(k.saved_residual, k.residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
   symmarResult_t res = call(kFused, k, comm, tokens, o.hidden);  // residual in place, norm
-  cudaMemcpyAsync(fused_res.data(), k.residual, n * 2, cudaMemcpyDeviceToHost, k.stream);
-  cudaMemcpyAsync(fused_norm.data(), k.norm, n * 2, cudaMemcpyDeviceToHost, k.stream);
-  cudaMemcpyAsync(k.residual, residual_in.data(), n * 2, cudaMemcpyHostToDevice, k.stream);
+  cudaMemcpyAsync(k.fused_residual, k.residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
+  cudaMemcpyAsync(k.fused_norm, k.norm, n * 2, cudaMemcpyDeviceToDevice, k.stream);
+  cudaMemcpyAsync(k.residual, k.saved_residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
   if (res == symmarSuccess) res = call(kSeparate, k, comm, tokens, o.hidden);
-  cudaMemcpyAsync(sep_res.data(), k.residual, n * 2, cudaMemcpyDeviceToHost, k.stream);
-  cudaMemcpyAsync(sep_norm.data(), k.norm, n * 2, cudaMemcpyDeviceToHost, k.stream);
-  if (res != symmarSuccess || cudaStreamSynchronize(k.stream) != cudaSuccess) {
+  // A kernel that gave up (a timeout) leaves its outputs unwritten: its failure, not a mismatch.
+  symmarResult_t async = symmarSuccess;
+  if (res != symmarSuccess || cudaStreamSynchronize(k.stream) != cudaSuccess ||
+      symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
     *error =
         "rank " + std::to_string(r) + ": " + symmarGetLastError(comm) + " / " + cudaGetErrorString(cudaGetLastError());
     return false;
   }
+  std::vector<uint16_t> fused_res(n), fused_norm(n), sep_res(n), sep_norm(n);
+  cudaMemcpy(fused_res.data(), k.fused_residual, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(fused_norm.data(), k.fused_norm, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(sep_res.data(), k.residual, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(sep_norm.data(), k.norm, n * 2, cudaMemcpyDeviceToHost);
   const auto value = [](uint16_t bits) {
     const uint32_t u = static_cast<uint32_t>(bits) << 16;
     float f;
@@ -198,7 +240,8 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, 
 }
 
 /// Runs every variant in turns on this rank; false (with a message) on the first failure.
-bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens, Rank& k, std::string* error) {
+bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens, Rank& k, PhaseBarrier& phases,
+             std::string* error) {
   const size_t bytes = static_cast<size_t>(tokens) * static_cast<size_t>(o.hidden) * 2;
   const size_t gamma_bytes = static_cast<size_t>(o.hidden) * 2;
   cudaError_t err = cudaSetDevice(device);
@@ -206,13 +249,13 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
   next(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
   next(cudaEventCreate(&k.start));
   next(cudaEventCreate(&k.stop));
-  for (void** p : {&k.in, &k.residual, &k.norm, &k.sum}) next(cudaMalloc(p, bytes));
-  next(cudaMalloc(&k.gamma, gamma_bytes));
-  if (err != cudaSuccess) {
-    *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
-    return false;
+  for (void** p : {&k.in, &k.residual, &k.norm, &k.sum, &k.saved_residual, &k.fused_residual, &k.fused_norm}) {
+    next(cudaMalloc(p, bytes));
   }
-  if (!checkOnce(r, comm, o, tokens, k, error)) return false;
+  next(cudaMalloc(&k.gamma, gamma_bytes));
+  if (err != cudaSuccess) *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
+  if (!phases.arrive(err == cudaSuccess)) return false;
+  if (!phases.arrive(checkOnce(r, comm, o, tokens, k, error))) return false;
   const int runs = std::max(1, o.iters / o.block);
   for (int run = 0; run <= runs; ++run) {  // run 0 warms up, untimed
     for (int v = 0; v < kVariants; ++v) {
@@ -222,8 +265,10 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
       for (int i = 1; i < o.block && res == symmarSuccess; ++i) res = call(var, k, comm, tokens, o.hidden);
       cudaEventRecord(k.stop, k.stream);
       float ms = 0;
+      symmarResult_t async = symmarSuccess;
       if (res != symmarSuccess || cudaEventSynchronize(k.stop) != cudaSuccess ||
-          cudaEventElapsedTime(&ms, k.start, k.stop) != cudaSuccess) {
+          cudaEventElapsedTime(&ms, k.start, k.stop) != cudaSuccess ||
+          symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
         *error = "rank " + std::to_string(r) + ": " + symmarGetLastError(comm);
         return false;
       }
@@ -234,7 +279,9 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
 }
 
 void release(Rank& k) {
-  for (void* p : {k.in, k.residual, k.norm, k.sum, k.gamma}) cudaFree(p);
+  for (void* p : {k.in, k.residual, k.norm, k.sum, k.gamma, k.saved_residual, k.fused_residual, k.fused_norm}) {
+    cudaFree(p);
+  }
   if (k.start) cudaEventDestroy(k.start);
   if (k.stop) cudaEventDestroy(k.stop);
   if (k.stream) cudaStreamDestroy(k.stream);
@@ -248,6 +295,10 @@ float median(std::vector<float> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ranks as threads on one GPU spin on each other: their streams need hardware queues of their
+  // own (the default 8 can put two ranks' streams in one queue, one rank's kernel then waits behind
+  // a peer's that waits for it). Read at context creation; a user's own value wins.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   Options o;
   if (!parse(argc, argv, &o)) {
     fprintf(stderr,
@@ -278,10 +329,11 @@ int main(int argc, char** argv) {
     std::vector<Rank> ranks(static_cast<size_t>(o.world));
     std::vector<std::string> errors(static_cast<size_t>(o.world));
     std::vector<std::thread> threads;
+    PhaseBarrier phases(o.world);
     for (int r = 0; r < o.world; ++r) {
       threads.emplace_back([&, r] {
         runRank(r, device_of[static_cast<size_t>(r)], comms[static_cast<size_t>(r)], o, tokens,
-                ranks[static_cast<size_t>(r)], &errors[static_cast<size_t>(r)]);
+                ranks[static_cast<size_t>(r)], phases, &errors[static_cast<size_t>(r)]);
       });
     }
     for (std::thread& t : threads) t.join();

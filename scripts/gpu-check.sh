@@ -142,6 +142,17 @@ if [ $built -eq 1 ]; then
   else
     ROWS+=("| compute-sanitizer | not found (skipped) | 0 |")
   fi
+  # Ranks as threads making their first call each from its own thread (a hang seen on the first
+  # run): as built, then with every module loaded at start and without programmatic dependent
+  # launch, so that one run tells which of the two it follows, if either.
+  step "gpu tests: first calls from rank threads" ctest_gpu_1b_rank_threads.log 45 \
+    ctest --test-dir "$BUILD" -L gpu -R '^GpuRankThreads\.' --output-on-failure --no-tests=error
+  if [ -x "$GPU_TESTS" ]; then
+    step "first calls from rank threads, CUDA_MODULE_LOADING=EAGER" rank_threads_eager.log 45 \
+      env CUDA_MODULE_LOADING=EAGER "$GPU_TESTS" --gtest_filter='GpuRankThreads.*'
+    step "first calls from rank threads, SYMMAR_PDL=0" rank_threads_pdl_off.log 45 \
+      env SYMMAR_PDL=0 "$GPU_TESTS" --gtest_filter='GpuRankThreads.*'
+  fi
   step "gpu tests: back-to-back chain, PDL on and off" ctest_gpu_2_chain.log 150 env SYMMAR_CHAIN_CALLS=600 \
     ctest --test-dir "$BUILD" -L gpu -R '^GpuChain\.' --output-on-failure --no-tests=error
   step "gpu tests: lamport wrap, graphs, epochs, failures, NCCL" ctest_gpu_3_state.log 90 \
@@ -161,6 +172,8 @@ if [ $built -eq 1 ]; then
 fi
 
 PERF="$BUILD/benchmarks/symmar_perf"
+# A benchmark whose ranks stop meeting fails after this bound, not the default 30 s.
+export SYMMAR_TIMEOUT_MS=${SYMMAR_TIMEOUT_MS:-5000}
 # The start-up log of a shared-GPU comm: driver vs toolkit (driver entry points asked at their ABI
 # version), the co-scheduling probe's verdict, the NCCL communicator made with the comm.
 if [ $built -eq 1 ] && [ -x "$PERF" ]; then
@@ -241,7 +254,7 @@ fi
     GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
     GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference \
     GpuFused.TwoShotFp8OddHidden GpuChain.BackToBackMixedCallsPdlOn GpuChain.BackToBackMixedCallsPdlOff \
-    GpuEpochs.LamportCallNumberWraps; do
+    GpuEpochs.LamportCallNumberWraps GpuRankThreads.FirstCallOfEachKindFromItsOwnThread; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then

@@ -55,7 +55,8 @@ const char* symmarGetLastError(symmarComm_t comm);
  * the text then reaches symmarGetLastError of the comm (or of NULL) like the library's own.
  */
 symmarResult_t symmarReportError(symmarResult_t code, const char* text);
-/** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none. */
+/** Reads the comm's asynchronous status without synchronising; symmarSuccess in *async_error if none.
+ * A failure it reports also sets symmarGetLastError(comm) to its cause. */
 symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_error);
 /** Writes SYMMAR_VERSION_CODE of the loaded library. */
 symmarResult_t symmarGetVersion(int* version);

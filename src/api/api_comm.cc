@@ -114,6 +114,12 @@ symmarResult_t symmarCommGetAsyncError(symmarComm_t comm, symmarResult_t* async_
     if (!async_error) return fail(symmarInvalidArgument, "symmarCommGetAsyncError: NULL argument");
     int failed = comm->failed.load();
     *async_error = failed != symmarSuccess ? static_cast<symmarResult_t>(failed) : comm->backend->asyncError();
+    // The call itself succeeds, so guarded() keeps the comm's text: the failure it reports must
+    // reach symmarGetLastError(comm) here, or a caller polling for it gets a code without a cause.
+    if (*async_error != symmarSuccess && !threadLastError().empty()) {
+      std::lock_guard<std::mutex> lock(comm->error_mutex);
+      comm->last_error = threadLastError();
+    }
     return symmarSuccess;
   });
 }

@@ -27,6 +27,9 @@ TEST(GpuFailure, MissingRankTimesOut) {
     symmarResult_t async = symmarSuccess;
     SYMMAR_OK(symmarCommGetAsyncError(w.comm(r), &async));
     EXPECT_EQ(symmarTimeout, async) << "rank " << r;
+    // Regression: the comm's text stayed empty here, a code without a cause for a caller that polls.
+    EXPECT_NE(std::string::npos, std::string(symmarGetLastError(w.comm(r))).find("waited"))
+        << "rank " << r << ": '" << symmarGetLastError(w.comm(r)) << "'";
     symmarResult_t next = symmarAllReduceAlgo(buf[r], buf[r], count, symmarFloat32, symmarSum, symmarAlgoOneShot,
                                               w.comm(r), w.stream(r));
     EXPECT_TRUE(next == symmarTimeout || next == symmarInvalidUsage) << symmarGetErrorString(next);

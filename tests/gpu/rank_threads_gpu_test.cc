@@ -1,0 +1,139 @@
+// Ranks as threads of one process on one GPU, each making its own stream and buffers and issuing
+// its calls from its own thread, as symmar_perf and symmar_norm_perf_gpu do (the other GPU tests
+// issue every rank's call from one thread, all before any waits). On the first H200 run this shape
+// timed out now and then on its first call: one rank's kernel ran only after its peers had given
+// up. Seen with lamport, the fused call and the one-shot through host memory as the first call;
+// the one-shot through peer memory as the first call, and every later call, did not. Each case
+// makes a fresh comm several times, so that a hang of that kind fails here (after the timeout).
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace symmar_gpu_test {
+namespace {
+
+enum class First { kOneShot, kLamport, kFused };
+
+struct Case {
+  const char* name;
+  First call;
+  int world;
+  bool p2p_off;  ///< SYMMAR_P2P=off: the one-shot stages through pinned host memory
+};
+
+constexpr int kTimeoutMs = 3000;
+constexpr size_t kHidden = 7168;
+
+/// Rank r's part: its stream and buffers, the barrier, the first call, the wait and the check of
+/// a one-shot or lamport result (every element the sum of the ranks' r + 1). "" on success.
+std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
+  cudaSetDevice(0);
+  cudaStream_t s = nullptr;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return "stream";
+  const bool fused = c.call == First::kFused;
+  const size_t count = fused ? kHidden : (c.call == First::kLamport ? 1 : 2);  // 4 and 8 bytes as seen
+  const size_t bytes = count * 4;
+  void *in = nullptr, *out = nullptr, *norm = nullptr, *gamma = nullptr;
+  std::string error;
+  for (void** p : {&in, &out, &norm, &gamma}) {
+    if (cudaMalloc(p, bytes) != cudaSuccess) error = "cudaMalloc";
+  }
+  const std::vector<float> host(count, static_cast<float>(r + 1));
+  if (error.empty()) {  // the bf16 rows of the fused case read these floats as pairs of finite bf16
+    cudaMemcpyAsync(in, host.data(), bytes, cudaMemcpyHostToDevice, s);  // pageable, as the benchmarks
+    cudaMemsetAsync(out, 0, bytes, s);
+    cudaMemsetAsync(gamma, 0, bytes, s);
+    if (cudaStreamSynchronize(s) != cudaSuccess) error = "upload";
+  }
+  arrived->fetch_add(1);  // every rank arrives, failed or not
+  while (arrived->load() < c.world) std::this_thread::yield();
+  if (error.empty()) {
+    symmarResult_t res;
+    if (fused) {  // bf16 rows: the residual (out) adds the sum in place; gamma 0 makes the norm 0
+      symmarAddRmsNormArgs_t a{};
+      a.input = in;
+      a.residual_in = out;
+      a.residual_out = out;
+      a.norm_out = norm;
+      a.gamma = gamma;
+      a.eps = 1e-6f;
+      a.tokens = 1;
+      a.hidden = kHidden;
+      a.dtype = symmarBfloat16;
+      res = symmarAllReduceAddRmsNorm(&a, comm, s);
+    } else {
+      const symmarAlgo_t algo = c.call == First::kLamport ? symmarAlgoLamport : symmarAlgoOneShot;
+      res = symmarAllReduceAlgo(in, out, count, symmarFloat32, symmarSum, algo, comm, s);
+    }
+    symmarResult_t async = symmarSuccess;
+    if (res != symmarSuccess || cudaStreamSynchronize(s) != cudaSuccess ||
+        symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
+      error = symmarGetLastError(comm);
+      if (error.empty()) error = "failed without a message";
+    }
+  }
+  if (error.empty() && !fused) {
+    std::vector<float> got(count);
+    cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost);
+    const float want = static_cast<float>(c.world * (c.world + 1) / 2);
+    for (size_t i = 0; i < count && error.empty(); ++i) {
+      if (got[i] != want) error = "element " + std::to_string(i) + " is " + std::to_string(got[i]);
+    }
+  }
+  for (void* p : {in, out, norm, gamma}) cudaFree(p);
+  cudaStreamDestroy(s);
+  return error.empty() ? error : "rank " + std::to_string(r) + ": " + error;
+}
+
+/// A fresh comm of c.world ranks on GPU 0 and one thread per rank; "" when every rank's first call
+/// succeeded, else the first rank's failure.
+std::string firstCallFromRankThreads(const Case& c) {
+  if (c.p2p_off) setenv("SYMMAR_P2P", "off", 1);
+  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+  cfg.device = 0;
+  cfg.timeout_ms = kTimeoutMs;
+  std::vector<int> devices(static_cast<size_t>(c.world), 0);
+  std::vector<symmarComm_t> comms(static_cast<size_t>(c.world), nullptr);
+  const symmarResult_t init = symmarCommInitAll(comms.data(), c.world, devices.data(), &cfg);
+  if (c.p2p_off) unsetenv("SYMMAR_P2P");
+  if (init != symmarSuccess) return std::string("comm creation: ") + symmarGetLastError(nullptr);
+  std::atomic<int> arrived{0};
+  std::vector<std::string> errors(static_cast<size_t>(c.world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.world; ++r) {
+    threads.emplace_back([&, r] {
+      errors[static_cast<size_t>(r)] = rankFirstCall(c, r, comms[static_cast<size_t>(r)], &arrived);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (symmarComm_t comm : comms) symmarCommDestroy(comm);
+  for (const std::string& e : errors) {
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+TEST(GpuRankThreads, FirstCallOfEachKindFromItsOwnThread) {
+  SKIP_WITHOUT_GPU();
+  const Case cases[] = {{"one-shot through peer memory", First::kOneShot, 4, false},
+                        {"lamport", First::kLamport, 4, false},
+                        {"one-shot through host memory", First::kOneShot, 4, true},
+                        {"fused add + RMSNorm", First::kFused, 2, false}};
+  for (const Case& c : cases) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::string error = firstCallFromRankThreads(c);
+      EXPECT_EQ("", error) << c.name << ", attempt " << attempt;
+      if (!error.empty()) break;  // each failure costs the timeout: one per case says enough
+    }
+  }
+}
+
+}  // namespace
+}  // namespace symmar_gpu_test
