@@ -133,8 +133,8 @@ if [ $built -eq 1 ]; then
   # FP8 output at odd hidden sizes under compute-sanitizer (a misaligned access is caught there);
   # calls back to back with PDL on and off (SYMMAR_CHAIN_CALLS per chain); lamport across its wrap,
   # graphs, epochs, failures and NCCL; then the sweeps at worlds 2 and 8.
-  step "gpu tests: topology, co-scheduling, fused, host-staged" ctest_gpu_1_quick.log 60 \
-    ctest --test-dir "$BUILD" -L gpu -R '^(GpuTopology|GpuCoSchedule|GpuFused|GpuHostStaged)\.' \
+  step "gpu tests: topology, co-scheduling, fused, host-staged, errors" ctest_gpu_1_quick.log 60 \
+    ctest --test-dir "$BUILD" -L gpu -R '^(GpuTopology|GpuCoSchedule|GpuFused|GpuHostStaged|GpuErrors)\.' \
     --output-on-failure --no-tests=error
   if [ -x "$SANITIZER" ] && [ -x "$GPU_TESTS" ]; then
     step "fused two-shot FP8, odd hidden, compute-sanitizer memcheck" sanitizer_fp8.log 60 \
