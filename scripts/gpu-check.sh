@@ -142,15 +142,15 @@ if [ $built -eq 1 ]; then
   else
     ROWS+=("| compute-sanitizer | not found (skipped) | 0 |")
   fi
-  # Ranks as threads making their first call each from its own thread (a hang seen on the first
+  # Ranks as threads, each issuing its own calls early in a comm's life (a hang seen on the first
   # run): as built, then with every module loaded at start and without programmatic dependent
   # launch, so that one run tells which of the two it follows, if either.
-  step "gpu tests: first calls from rank threads" ctest_gpu_1b_rank_threads.log 45 \
+  step "gpu tests: early calls from rank threads" ctest_gpu_1b_rank_threads.log 45 \
     ctest --test-dir "$BUILD" -L gpu -R '^GpuRankThreads\.' --output-on-failure --no-tests=error
   if [ -x "$GPU_TESTS" ]; then
-    step "first calls from rank threads, CUDA_MODULE_LOADING=EAGER" rank_threads_eager.log 45 \
+    step "early calls from rank threads, CUDA_MODULE_LOADING=EAGER" rank_threads_eager.log 45 \
       env CUDA_MODULE_LOADING=EAGER "$GPU_TESTS" --gtest_filter='GpuRankThreads.*'
-    step "first calls from rank threads, SYMMAR_PDL=0" rank_threads_pdl_off.log 45 \
+    step "early calls from rank threads, SYMMAR_PDL=0" rank_threads_pdl_off.log 45 \
       env SYMMAR_PDL=0 "$GPU_TESTS" --gtest_filter='GpuRankThreads.*'
   fi
   step "gpu tests: back-to-back chain, PDL on and off" ctest_gpu_2_chain.log 150 env SYMMAR_CHAIN_CALLS=600 \
@@ -254,7 +254,7 @@ fi
     GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
     GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference \
     GpuFused.TwoShotFp8OddHidden GpuChain.BackToBackMixedCallsPdlOn GpuChain.BackToBackMixedCallsPdlOff \
-    GpuEpochs.LamportCallNumberWraps GpuRankThreads.FirstCallOfEachKindFromItsOwnThread; do
+    GpuEpochs.LamportCallNumberWraps GpuRankThreads.EarlyCallsOfEachKindFromTheirOwnThreads; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then

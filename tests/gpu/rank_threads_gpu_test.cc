@@ -1,10 +1,11 @@
 // Ranks as threads of one process on one GPU, each making its own stream and buffers and issuing
-// its calls from its own thread, as symmar_perf and symmar_norm_perf_gpu do (the other GPU tests
-// issue every rank's call from one thread, all before any waits). On the first H200 run this shape
-// timed out now and then on its first call: one rank's kernel ran only after its peers had given
-// up. Seen with lamport, the fused call and the one-shot through host memory as the first call;
-// the one-shot through peer memory as the first call, and every later call, did not. Each case
-// makes a fresh comm several times, so that a hang of that kind fails here (after the timeout).
+// its calls from its own thread, waiting for each, as symmar_perf and symmar_norm_perf_gpu do (the
+// other GPU tests issue every rank's call from one thread, all before any waits). On the first
+// H200 run this shape timed out now and then early in a run: one rank's kernel made no progress
+// until its peers had given up. Seen in runs that began with lamport, with the fused call or with
+// the one-shot through host memory, taking turns with a second kind of call in runs of calls, at
+// the first size only; runs beginning with the one-shot through peer memory did not. Each case
+// makes fresh comms and such a run, so that a hang of that kind fails here (after the timeout).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -19,34 +20,57 @@
 namespace symmar_gpu_test {
 namespace {
 
-enum class First { kOneShot, kLamport, kFused };
+enum class Kind { kOneShot, kTwoShot, kLamport, kFused };
 
 struct Case {
   const char* name;
-  First call;
+  Kind first, second;  ///< the calls take turns in runs of kRun, first kind first
   int world;
-  bool p2p_off;  ///< SYMMAR_P2P=off: the one-shot stages through pinned host memory
+  bool p2p_off;  ///< SYMMAR_P2P=off: the kernels stage through pinned host memory
 };
 
 constexpr int kTimeoutMs = 3000;
+constexpr int kCalls = 48;  // about the calls at the first size of a benchmark run
+constexpr int kRun = 12;
 constexpr size_t kHidden = 7168;
 
-/// Rank r's part: its stream and buffers, the barrier, the first call, the wait and the check of
-/// a one-shot or lamport result (every element the sum of the ranks' r + 1). "" on success.
+/// One call of kind k on rank r's stream: the fused call over a bf16 row of kHidden (residual in
+/// place, gamma 0 makes the norm 0), an allreduce of the case's small count otherwise.
+symmarResult_t issue(Kind k, size_t count, void* in, void* out, void* norm, void* gamma, symmarComm_t comm,
+                     cudaStream_t s) {
+  if (k == Kind::kFused) {
+    symmarAddRmsNormArgs_t a{};
+    a.input = in;
+    a.residual_in = out;
+    a.residual_out = out;
+    a.norm_out = norm;
+    a.gamma = gamma;
+    a.eps = 1e-6f;
+    a.tokens = 1;
+    a.hidden = kHidden;
+    a.dtype = symmarBfloat16;
+    return symmarAllReduceAddRmsNorm(&a, comm, s);
+  }
+  const symmarAlgo_t algo =
+      k == Kind::kLamport ? symmarAlgoLamport : (k == Kind::kTwoShot ? symmarAlgoTwoShot : symmarAlgoOneShot);
+  return symmarAllReduceAlgo(in, out, count, symmarFloat32, symmarSum, algo, comm, s);
+}
+
+/// Rank r's part: its stream and buffers, the barrier, kCalls calls each waited for, and the check
+/// of the last (an allreduce: every element the sum of the ranks' r + 1). "" on success.
 std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
   cudaSetDevice(0);
   cudaStream_t s = nullptr;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return "stream";
-  const bool fused = c.call == First::kFused;
-  const size_t count = fused ? kHidden : (c.call == First::kLamport ? 1 : 2);  // 4 and 8 bytes as seen
-  const size_t bytes = count * 4;
+  const size_t count = c.first == Kind::kLamport ? 1 : 2;  // 4 and 8 bytes, as seen
+  const size_t bytes = kHidden * 4;                         // room for the fused call's bf16 row
   void *in = nullptr, *out = nullptr, *norm = nullptr, *gamma = nullptr;
   std::string error;
   for (void** p : {&in, &out, &norm, &gamma}) {
     if (cudaMalloc(p, bytes) != cudaSuccess) error = "cudaMalloc";
   }
-  const std::vector<float> host(count, static_cast<float>(r + 1));
-  if (error.empty()) {  // the bf16 rows of the fused case read these floats as pairs of finite bf16
+  const std::vector<float> host(kHidden, static_cast<float>(r + 1));
+  if (error.empty()) {  // the fused call reads these floats as pairs of finite bf16
     cudaMemcpyAsync(in, host.data(), bytes, cudaMemcpyHostToDevice, s);  // pageable, as the benchmarks
     cudaMemsetAsync(out, 0, bytes, s);
     cudaMemsetAsync(gamma, 0, bytes, s);
@@ -54,34 +78,18 @@ std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<i
   }
   arrived->fetch_add(1);  // every rank arrives, failed or not
   while (arrived->load() < c.world) std::this_thread::yield();
-  if (error.empty()) {
-    symmarResult_t res;
-    if (fused) {  // bf16 rows: the residual (out) adds the sum in place; gamma 0 makes the norm 0
-      symmarAddRmsNormArgs_t a{};
-      a.input = in;
-      a.residual_in = out;
-      a.residual_out = out;
-      a.norm_out = norm;
-      a.gamma = gamma;
-      a.eps = 1e-6f;
-      a.tokens = 1;
-      a.hidden = kHidden;
-      a.dtype = symmarBfloat16;
-      res = symmarAllReduceAddRmsNorm(&a, comm, s);
-    } else {
-      const symmarAlgo_t algo = c.call == First::kLamport ? symmarAlgoLamport : symmarAlgoOneShot;
-      res = symmarAllReduceAlgo(in, out, count, symmarFloat32, symmarSum, algo, comm, s);
-    }
+  for (int k = 0; k < kCalls && error.empty(); ++k) {
+    const Kind kind = (k / kRun) % 2 == 0 ? c.first : c.second;
+    const symmarResult_t res = issue(kind, count, in, out, norm, gamma, comm, s);
     symmarResult_t async = symmarSuccess;
     if (res != symmarSuccess || cudaStreamSynchronize(s) != cudaSuccess ||
         symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
-      error = symmarGetLastError(comm);
-      if (error.empty()) error = "failed without a message";
+      error = "call " + std::to_string(k) + ": " + symmarGetLastError(comm);
     }
   }
-  if (error.empty() && !fused) {
+  if (error.empty()) {
     std::vector<float> got(count);
-    cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got.data(), out, count * 4, cudaMemcpyDeviceToHost);
     const float want = static_cast<float>(c.world * (c.world + 1) / 2);
     for (size_t i = 0; i < count && error.empty(); ++i) {
       if (got[i] != want) error = "element " + std::to_string(i) + " is " + std::to_string(got[i]);
@@ -92,7 +100,7 @@ std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<i
   return error.empty() ? error : "rank " + std::to_string(r) + ": " + error;
 }
 
-/// A fresh comm of c.world ranks on GPU 0 and one thread per rank; "" when every rank's first call
+/// A fresh comm of c.world ranks on GPU 0 and one thread per rank; "" when every rank's calls
 /// succeeded, else the first rank's failure.
 std::string firstCallFromRankThreads(const Case& c) {
   if (c.p2p_off) setenv("SYMMAR_P2P", "off", 1);
@@ -120,14 +128,14 @@ std::string firstCallFromRankThreads(const Case& c) {
   return "";
 }
 
-TEST(GpuRankThreads, FirstCallOfEachKindFromItsOwnThread) {
+TEST(GpuRankThreads, EarlyCallsOfEachKindFromTheirOwnThreads) {
   SKIP_WITHOUT_GPU();
-  const Case cases[] = {{"one-shot through peer memory", First::kOneShot, 4, false},
-                        {"lamport", First::kLamport, 4, false},
-                        {"one-shot through host memory", First::kOneShot, 4, true},
-                        {"fused add + RMSNorm", First::kFused, 2, false}};
+  const Case cases[] = {{"one-shot and two-shot through peer memory", Kind::kOneShot, Kind::kTwoShot, 4, false},
+                        {"lamport and one-shot", Kind::kLamport, Kind::kOneShot, 4, false},
+                        {"one-shot and two-shot through host memory", Kind::kOneShot, Kind::kTwoShot, 4, true},
+                        {"fused add + RMSNorm and one-shot", Kind::kFused, Kind::kOneShot, 2, false}};
   for (const Case& c : cases) {
-    for (int attempt = 0; attempt < 4; ++attempt) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
       const std::string error = firstCallFromRankThreads(c);
       EXPECT_EQ("", error) << c.name << ", attempt " << attempt;
       if (!error.empty()) break;  // each failure costs the timeout: one per case says enough
