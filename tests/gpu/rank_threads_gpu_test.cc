@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -58,12 +59,12 @@ symmarResult_t issue(Kind k, size_t count, void* in, void* out, void* norm, void
 
 /// Rank r's part: its stream and buffers, the barrier, kCalls calls each waited for, and the check
 /// of the last (an allreduce: every element the sum of the ranks' r + 1). "" on success.
-std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
+std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
   cudaSetDevice(0);
   cudaStream_t s = nullptr;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return "stream";
   const size_t count = c.first == Kind::kLamport ? 1 : 2;  // 4 and 8 bytes, as seen
-  const size_t bytes = kHidden * 4;                         // room for the fused call's bf16 row
+  const size_t bytes = kHidden * 4;                        // room for the fused call's bf16 row
   void *in = nullptr, *out = nullptr, *norm = nullptr, *gamma = nullptr;
   std::string error;
   for (void** p : {&in, &out, &norm, &gamma}) {
@@ -78,13 +79,24 @@ std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<i
   }
   arrived->fetch_add(1);  // every rank arrives, failed or not
   while (arrived->load() < c.world) std::this_thread::yield();
+  // On a failure the times say where this rank was: a launch that returned late blocked in the
+  // host thread; one that returned on time left the wait to the GPU.
+  const auto start = std::chrono::steady_clock::now();
+  const auto ms = [&start] {
+    return std::to_string(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count() /
+        1000.0);
+  };
   for (int k = 0; k < kCalls && error.empty(); ++k) {
     const Kind kind = (k / kRun) % 2 == 0 ? c.first : c.second;
+    const std::string issued = ms();
     const symmarResult_t res = issue(kind, count, in, out, norm, gamma, comm, s);
+    const std::string returned = ms();
     symmarResult_t async = symmarSuccess;
     if (res != symmarSuccess || cudaStreamSynchronize(s) != cudaSuccess ||
         symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
-      error = "call " + std::to_string(k) + ": " + symmarGetLastError(comm);
+      error = "call " + std::to_string(k) + " (issued at " + issued + " ms, returned at " + returned +
+              " ms, waited for until " + ms() + " ms): " + symmarGetLastError(comm);
     }
   }
   if (error.empty()) {
@@ -101,8 +113,8 @@ std::string rankFirstCall(const Case& c, int r, symmarComm_t comm, std::atomic<i
 }
 
 /// A fresh comm of c.world ranks on GPU 0 and one thread per rank; "" when every rank's calls
-/// succeeded, else the first rank's failure.
-std::string firstCallFromRankThreads(const Case& c) {
+/// succeeded, else every failing rank's failure, a line each.
+std::string earlyCallsFromRankThreads(const Case& c) {
   if (c.p2p_off) setenv("SYMMAR_P2P", "off", 1);
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = 0;
@@ -116,16 +128,16 @@ std::string firstCallFromRankThreads(const Case& c) {
   std::vector<std::string> errors(static_cast<size_t>(c.world));
   std::vector<std::thread> threads;
   for (int r = 0; r < c.world; ++r) {
-    threads.emplace_back([&, r] {
-      errors[static_cast<size_t>(r)] = rankFirstCall(c, r, comms[static_cast<size_t>(r)], &arrived);
-    });
+    threads.emplace_back(
+        [&, r] { errors[static_cast<size_t>(r)] = rankEarlyCalls(c, r, comms[static_cast<size_t>(r)], &arrived); });
   }
   for (std::thread& t : threads) t.join();
   for (symmarComm_t comm : comms) symmarCommDestroy(comm);
+  std::string all;  // every rank's: the late one's times and its peers' together
   for (const std::string& e : errors) {
-    if (!e.empty()) return e;
+    if (!e.empty()) all += (all.empty() ? "" : "\n  ") + e;
   }
-  return "";
+  return all;
 }
 
 TEST(GpuRankThreads, EarlyCallsOfEachKindFromTheirOwnThreads) {
@@ -136,7 +148,7 @@ TEST(GpuRankThreads, EarlyCallsOfEachKindFromTheirOwnThreads) {
                         {"fused add + RMSNorm and one-shot", Kind::kFused, Kind::kOneShot, 2, false}};
   for (const Case& c : cases) {
     for (int attempt = 0; attempt < 3; ++attempt) {
-      const std::string error = firstCallFromRankThreads(c);
+      const std::string error = earlyCallsFromRankThreads(c);
       EXPECT_EQ("", error) << c.name << ", attempt " << attempt;
       if (!error.empty()) break;  // each failure costs the timeout: one per case says enough
     }
