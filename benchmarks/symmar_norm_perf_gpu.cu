@@ -14,16 +14,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "perf_group.h"
 #include "symmar/symmar.h"
 
 namespace {
@@ -133,39 +133,6 @@ struct Rank {
   std::vector<float> per_call[kVariants];  // us per call, one entry per timed run
 };
 
-/// A barrier for the rank threads, between set-up, the check and the timing. A rank's kernels spin
-/// until its peers' arrive, and while they spin, a CUDA call of another thread that waits for the
-/// device (an allocation, a copy from or to pageable memory) can keep that peer from launching its
-/// own: so no rank starts a phase while another still makes such calls. False on every rank when
-/// any rank arrived with ok false (each rank arrives once per phase, failed or not).
-class PhaseBarrier {
- public:
-  explicit PhaseBarrier(int ranks) : ranks_(ranks) {}
-  bool arrive(bool ok) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const long phase = phase_;
-    all_ok_ = all_ok_ && ok;
-    if (++arrived_ == ranks_) {
-      arrived_ = 0;
-      ++phase_;
-      last_ok_ = all_ok_;
-      all_ok_ = true;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return phase_ != phase; });
-    }
-    return last_ok_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  const int ranks_;
-  int arrived_ = 0;
-  long phase_ = 0;
-  bool all_ok_ = true, last_ok_ = true;
-};
-
 /// What one call of variant v enqueues on the rank's stream.
 symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidden) {
   const size_t n = static_cast<size_t>(tokens) * static_cast<size_t>(hidden);
@@ -240,7 +207,11 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, 
 }
 
 /// Runs every variant in turns on this rank; false (with a message) on the first failure.
-bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens, Rank& k, PhaseBarrier& phases,
+/// The rank threads meet (group.sumOf) between set-up, the check and the timing. A rank's kernels
+/// spin until its peers' arrive, and while they spin, a CUDA call of another thread that waits for
+/// the device (an allocation, a copy from or to pageable memory) can keep that peer from launching
+/// its own: so no rank starts a phase while another still makes such calls.
+bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens, Rank& k, perf::Group& group,
              std::string* error) {
   const size_t bytes = static_cast<size_t>(tokens) * static_cast<size_t>(o.hidden) * 2;
   const size_t gamma_bytes = static_cast<size_t>(o.hidden) * 2;
@@ -254,8 +225,8 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
   }
   next(cudaMalloc(&k.gamma, gamma_bytes));
   if (err != cudaSuccess) *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
-  if (!phases.arrive(err == cudaSuccess)) return false;
-  if (!phases.arrive(checkOnce(r, comm, o, tokens, k, error))) return false;
+  if (group.sumOf(err == cudaSuccess ? 0 : 1) != 0) return false;  // every rank arrives, failed or not
+  if (group.sumOf(checkOnce(r, comm, o, tokens, k, error) ? 0 : 1) != 0) return false;
   const int runs = std::max(1, o.iters / o.block);
   for (int run = 0; run <= runs; ++run) {  // run 0 warms up, untimed
     for (int v = 0; v < kVariants; ++v) {
@@ -329,11 +300,12 @@ int main(int argc, char** argv) {
     std::vector<Rank> ranks(static_cast<size_t>(o.world));
     std::vector<std::string> errors(static_cast<size_t>(o.world));
     std::vector<std::thread> threads;
-    PhaseBarrier phases(o.world);
+    perf::ThreadShared shared(o.world);
     for (int r = 0; r < o.world; ++r) {
       threads.emplace_back([&, r] {
+        const std::unique_ptr<perf::Group> group = perf::makeThreadGroup(&shared, r, o.world);
         runRank(r, device_of[static_cast<size_t>(r)], comms[static_cast<size_t>(r)], o, tokens,
-                ranks[static_cast<size_t>(r)], phases, &errors[static_cast<size_t>(r)]);
+                ranks[static_cast<size_t>(r)], *group, &errors[static_cast<size_t>(r)]);
       });
     }
     for (std::thread& t : threads) t.join();
