@@ -107,7 +107,7 @@ class SymmarCommunicator:
         on = "cuda" if dist.get_backend(self.group) == "nccl" else "cpu"
         flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=on)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.group)
-        _symmar_torch.hold_after_wait(flag)
+        _symmar_torch.released_by_group(flag)
         return bool(flag.item())
 
     def _decline(self, why):

@@ -12,6 +12,7 @@ on which calls are enqueued on torch.cuda.current_stream() and can be captured i
 import collections
 import ctypes
 import datetime
+import time
 
 try:
     import torch
@@ -32,18 +33,36 @@ from . import ops  # noqa: E402,F401  registers torch.ops.symmar.* (custom ops f
 # thread: their tensors must stay valid until it lets go (for the process's life, at worst).
 _abandoned = []
 
-# Tensors of completed group collectives, held a while longer. The group's worker thread lets go of
-# a collective's tensors a moment after the wait returns; were Python's last reference gone first,
-# that thread would release the Python object itself, and in a process that exits right after (the
-# thread starved of CPU meanwhile), that falls in the interpreter's shutdown, where torch aborts the
-# process ("terminate called without an active exception"). The most recent ones are kept until
-# the module goes; older ones are long released by then.
+# The group's worker thread lets go of a collective's tensors a moment after the wait returns, and
+# letting go of a tensor that Python also holds takes the interpreter's lock. In a process that
+# exits right after (the worker starved of CPU meanwhile, as on a loaded 2-core machine), that
+# falls in the interpreter's shutdown, where the worker thread is ended inside a destructor and
+# torch aborts the process ("terminate called without an active exception"). So symmar's own
+# collectives over a group (the bootstrap's allgathers, a communicator's agreements) return only
+# once the worker has let go of their tensors, a bounded wait (released_by_group); the tensors of one
+# it still holds then are kept referenced.
+_RELEASE_WAIT_S = 1.0
 _held_after_wait = collections.deque(maxlen=64)
 
 
 def hold_after_wait(*tensors):
     """Keeps the tensors of a completed group collective referenced (see _held_after_wait)."""
     _held_after_wait.append(tensors)
+
+
+def released_by_group(*tensors):
+    """Waits until no one but Python holds the tensors of a completed group collective (its Work
+    object dropped first), at most _RELEASE_WAIT_S. CPU tensors only (the worker that lets go late is
+    gloo's); the others, and any the worker still holds then, are held instead (hold_after_wait)."""
+    if all(t.device.type == "cpu" for t in tensors) and hasattr(torch.Tensor, "_use_count"):
+        deadline = time.monotonic() + _RELEASE_WAIT_S
+        while any(t._use_count() > 1 for t in tensors):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.0002)
+        else:
+            return
+    hold_after_wait(*tensors)
 
 
 class _GroupAllGather(CallbackAllGather):
@@ -72,10 +91,11 @@ class _GroupAllGather(CallbackAllGather):
             _abandoned.append((work, mine, parts))
             raise TimeoutError("the process group's allgather did not complete within %d ms (does every rank of "
                                "the group create the comm?)" % self.timeout_ms)
+        del work  # it holds the tensors too
         for i, part in enumerate(parts):
             host = part.cpu()
             ctypes.memmove(recv + i * nbytes, host.data_ptr(), nbytes)
-        hold_after_wait(mine, *parts)
+        released_by_group(mine, *parts)
 
 
 def _gather_device(group):

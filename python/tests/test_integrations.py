@@ -245,27 +245,70 @@ def test_decline_is_logged_once(caplog, tmp_path):
         dist.destroy_process_group()
 
 
-def test_agreement_tensor_outlives_the_communicator(monkeypatch, tmp_path):
-    """The group's worker thread lets go of a collective's tensors a moment after the wait returns;
-    if Python dropped them first, the worker would release the Python object itself, and in a
-    process exiting meanwhile torch aborts ("terminate called without an active exception"). So the
-    tensor of the communicator's agreement must stay referenced after the communicator is gone."""
-    import gc
-    import weakref
+def test_group_collectives_return_after_the_worker_lets_go(monkeypatch, tmp_path):
+    """gloo's worker thread lets go of a collective's tensors a moment after the wait returns, and
+    letting go takes the interpreter's lock: if that falls in the interpreter's shutdown (the
+    worker starved of CPU while the process exits), torch aborts the process ("terminate called
+    without an active exception"). So the communicator's agreement and the bootstrap's allgather
+    return only once nothing but Python holds their tensors. Here a late worker is played by views
+    (a view holds its base) dropped 50 ms after the collective."""
+    import ctypes
+    import threading
+    from symmar import torch as symmar_torch
     seen = []
-    real = dist.all_reduce
 
-    def recording(tensor, *args, **kwargs):
-        seen.append(weakref.ref(tensor))
-        return real(tensor, *args, **kwargs)
+    def late(tensors):
+        views = [t.view(-1) for t in tensors]
+        threading.Timer(0.05, views.clear).start()
+        seen.extend(tensors)
 
-    monkeypatch.setattr(dist, "all_reduce", recording)
+    real_gather, real_reduce = dist.all_gather, dist.all_reduce
+
+    def gather(parts, tensor, *args, **kwargs):
+        work = real_gather(parts, tensor, *args, **kwargs)
+        late(list(parts) + [tensor])
+        return work
+
+    def reduce(tensor, *args, **kwargs):
+        work = real_reduce(tensor, *args, **kwargs)
+        late([tensor])
+        return work
+
+    monkeypatch.setattr(dist, "all_gather", gather)
+    monkeypatch.setattr(dist, "all_reduce", reduce)
     dist.init_process_group("gloo", init_method="file://" + str(tmp_path / "store"), rank=0, world_size=1)
     try:
-        comm = SymmarCommunicator(None, "cpu")
-        del comm
-        gc.collect()
+        SymmarCommunicator(None, "cpu")
         assert seen, "the communicator took no agreement"
-        assert all(ref() is not None for ref in seen), "an agreement's tensor was released with its communicator"
+        assert [t._use_count() for t in seen] == [1] * len(seen), "an agreement returned while its tensor was held"
+        seen.clear()
+        send, recv = ctypes.create_string_buffer(b"symmar!!", 8), ctypes.create_string_buffer(8)
+        symmar_torch._GroupAllGather(dist.group.WORLD, 1, torch.device("cpu"), 5000)._gather(
+            ctypes.addressof(send), ctypes.addressof(recv), 8)
+        assert recv.raw == b"symmar!!"
+        assert len(seen) == 2 and [t._use_count() for t in seen] == [1, 1], "an allgather returned while held"
     finally:
+        dist.destroy_process_group()
+
+
+def test_a_closed_comm_lets_go_of_its_group_without_the_garbage_collector(tmp_path):
+    """A comm's allgather callback holds the process group. Had it been in a reference cycle (a
+    bound method as the C callback), only the garbage collector would free it, so the group and its
+    worker threads would outlive close() and destroy_process_group(), up to the interpreter's
+    shutdown, where a worker still letting go of a collective's tensors aborts the process (seen
+    with gloo on a loaded 2-core machine: "terminate called without an active exception")."""
+    import gc
+    import weakref
+    from symmar import torch as symmar_torch
+    dist.init_process_group("gloo", init_method="file://" + str(tmp_path / "store"), rank=0, world_size=1)
+    gc.disable()
+    try:
+        comm = symmar_torch.from_process_group(device="cpu")
+        gather = weakref.ref(comm._owner.keepalive)
+        assert isinstance(gather(), symmar_torch._GroupAllGather)
+        comm.close()
+        del comm
+        assert gather() is None, "the closed comm's allgather (and its group) waits for the garbage collector"
+    finally:
+        gc.enable()
         dist.destroy_process_group()
