@@ -224,6 +224,20 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
     next(cudaMalloc(p, bytes));
   }
   next(cudaMalloc(&k.gamma, gamma_bytes));
+  if (err == cudaSuccess) {
+    // This program's own kernels run once here: a kernel's first launch may load it, and under lazy
+    // loading that load can wait for the running kernels, peers' that spin for this rank among them.
+    const auto bf = [](void* p) { return static_cast<__nv_bfloat16*>(p); };
+    const size_t row = static_cast<size_t>(o.hidden);
+    fillRows<<<1, kThreads, 0, k.stream>>>(bf(k.sum), row, r, 13);
+    fillRows<<<1, kThreads, 0, k.stream>>>(bf(k.residual), row, 5, 11);
+    fillRows<<<1, kThreads, 0, k.stream>>>(bf(k.gamma), row, 11, 15);
+    addRmsNormRows<<<1, kThreads, 0, k.stream>>>(static_cast<const uint4*>(k.sum), static_cast<uint4*>(k.residual),
+                                                 static_cast<uint4*>(k.norm), static_cast<const uint4*>(k.gamma),
+                                                 o.hidden / kVecElems, 1e-6f);
+    next(cudaGetLastError());
+    next(cudaStreamSynchronize(k.stream));
+  }
   if (err != cudaSuccess) *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
   if (group.sumOf(err == cudaSuccess ? 0 : 1) != 0) return false;  // every rank arrives, failed or not
   if (group.sumOf(checkOnce(r, comm, o, tokens, k, error) ? 0 : 1) != 0) return false;

@@ -143,10 +143,10 @@ if [ $built -eq 1 ]; then
     ROWS+=("| compute-sanitizer | not found (skipped) | 0 |")
   fi
   # Ranks as threads, each issuing its own calls early in a comm's life (a hang seen on the first
-  # run): as built, then with every module loaded at start and without programmatic dependent
-  # launch, so that one run tells which of the two it follows, if either.
-  step "gpu tests: early calls from rank threads" ctest_gpu_1b_rank_threads.log 45 \
-    ctest --test-dir "$BUILD" -L gpu -R '^GpuRankThreads\.' --output-on-failure --no-tests=error
+  # run, before comm creation loaded every kernel): as built, then with every module loaded at
+  # start and without programmatic dependent launch, so that one run tells which it follows.
+  step "gpu tests: kernels loaded at creation, early calls from rank threads" ctest_gpu_1b_rank_threads.log 45 \
+    ctest --test-dir "$BUILD" -L gpu -R '^(GpuKernelLoading|GpuRankThreads)\.' --output-on-failure --no-tests=error
   if [ -x "$GPU_TESTS" ]; then
     step "early calls from rank threads, CUDA_MODULE_LOADING=EAGER" rank_threads_eager.log 45 \
       env CUDA_MODULE_LOADING=EAGER "$GPU_TESTS" --gtest_filter='GpuRankThreads.*'
@@ -254,7 +254,8 @@ fi
     GpuFailure.AfterATimeoutTheLateRankProducesNoData GpuFailure.MissingRankTimesOut GpuNccl.FirstCallInsideACapture \
     GpuHostStaged.P2pOffRunsTheKernelsThroughHostMemory GpuFused.AddRmsNormMatchesTheReference \
     GpuFused.TwoShotFp8OddHidden GpuChain.BackToBackMixedCallsPdlOn GpuChain.BackToBackMixedCallsPdlOff \
-    GpuEpochs.LamportCallNumberWraps GpuRankThreads.EarlyCallsOfEachKindFromTheirOwnThreads; do
+    GpuEpochs.LamportCallNumberWraps GpuKernelLoading.CommCreationLoadsEveryKernelACallCanLaunch \
+    GpuRankThreads.EarlyCallsOfEachKindFromTheirOwnThreads; do
     echo "- $t: $(grep -E "symmar_gpu_tests.*$t|$t" "$OUT/ctest_gpu_results.txt" 2>/dev/null | head -1 | grep -oE "Passed|Failed|Skipped|Timeout" || echo "not run")"
   done
   if [ -f "$OUT/startup_info.log" ]; then

@@ -82,6 +82,13 @@ symmarResult_t CudaBackend::initBlocks() {
     }
     SYMMAR_CUDA_TRY(err);
     per_sm.push_back(n);
+    // Loaded now, while no kernel of this comm runs: a lazy load at a first launch may wait for the
+    // kernels already running, and those may be peers' spinning for this rank (driver.h).
+    const cudaError_t loaded = loadKernelNow(k);
+    if (loaded != cudaSuccess) {
+      SYMMAR_WARN(kSubsysGpu, "a kernel could not be loaded ahead of its first launch (%s); it loads then",
+                  cudaGetErrorString(loaded));
+    }
   }
   // Every rank must reach the same answer, or some would launch kernels their peers never meet.
   int bad = -1;

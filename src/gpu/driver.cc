@@ -31,7 +31,6 @@ Loaded load() {
   SYMMAR_INFO(kSubsysGpu, "CUDA driver %d.%d, toolkit %d.%d", driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
               CUDART_VERSION % 1000 / 10);
   bool required_ok = true;
-  bool multicast_ok = true;
 #define SYMMAR_DRIVER_LOAD(name, required, version)                                                         \
   {                                                                                                          \
     void* fn = nullptr;                                                                                      \
@@ -42,13 +41,12 @@ Loaded load() {
     } else if (required) {                                                                                   \
       if (required_ok) l.why = "the CUDA driver lacks " #name;                                               \
       required_ok = false;                                                                                   \
-    } else {                                                                                                 \
-      multicast_ok = false;                                                                                  \
     }                                                                                                        \
   }
   SYMMAR_DRIVER_FUNCTIONS(SYMMAR_DRIVER_LOAD)
 #undef SYMMAR_DRIVER_LOAD
-  l.api.has_multicast = multicast_ok;
+  l.api.has_multicast = l.api.cuMulticastCreate && l.api.cuMulticastAddDevice && l.api.cuMulticastBindMem &&
+                        l.api.cuMulticastUnbind && l.api.cuMulticastGetGranularity;
   l.ok = required_ok;
   return l;
 }
@@ -64,6 +62,30 @@ const DriverApi* driverApi(const char** why) {
     return nullptr;
   }
   return &loaded->api;
+}
+
+cudaError_t loadKernelNow(const void* kernel) {
+  cudaFunction_t fn = nullptr;
+  const cudaError_t err = cudaQuiet(cudaGetFuncBySymbol(&fn, kernel));
+  if (err != cudaSuccess) return err;
+  const DriverApi* api = driverApi();
+  if (api && api->cuFuncLoad) {
+    const CUresult res = api->cuFuncLoad(reinterpret_cast<CUfunction>(fn));
+    return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+  }
+  cudaFuncAttributes attr{};  // its maxThreadsPerBlock needs the loaded kernel (cuFuncGetAttribute)
+  return cudaQuiet(cudaFuncGetAttributes(&attr, kernel));
+}
+
+int kernelLoaded(const void* kernel) {
+  const DriverApi* api = driverApi();
+  cudaFunction_t fn = nullptr;
+  CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_MAX;
+  if (!api || !api->cuFuncIsLoaded || cudaQuiet(cudaGetFuncBySymbol(&fn, kernel)) != cudaSuccess ||
+      api->cuFuncIsLoaded(&state, reinterpret_cast<CUfunction>(fn)) != CUDA_SUCCESS) {
+    return -1;
+  }
+  return state == CU_FUNCTION_LOADING_STATE_LOADED ? 1 : 0;
 }
 
 const char* driverErrorText(CUresult res) {

@@ -160,8 +160,9 @@ TEST(Protocol, AlgorithmTraitsMatchTheKernels) {
   }
 }
 
-// The co-residency cap is computed over everyKernel(): it must hold every kernel a call can launch,
-// with the block size the launch uses, or a grid could outgrow what fits beside its peers.
+// The co-residency cap is computed over everyKernel(), and comm creation loads its kernels: it must
+// hold every kernel a call can launch, with the block size the launch uses, or a grid could outgrow
+// what fits beside its peers, and a kernel's first launch could wait for peers' running ones.
 TEST(Protocol, TheCoResidencyListHoldsEveryKernelACallCanLaunch) {
   const std::vector<gpu::KernelShape> all = gpu::everyKernel();
   auto listed = [&](const void* k, int threads) {
@@ -182,6 +183,19 @@ TEST(Protocol, TheCoResidencyListHoldsEveryKernelACallCanLaunch) {
   }
   for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
     for (bool two_shot : {false, true}) EXPECT_TRUE(listed(gpu::addRmsNormKernel(dt, two_shot), gpu::kThreads));
+  }
+  for (int a = 0; a < symmarNumAlgos; ++a) {
+    for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
+      for (int d = 0; d < symmarNumTypes; ++d) {
+        for (int op = 0; op < symmarNumOps; ++op) {
+          const void* k =
+              gpu::scatterGatherKernelOf(static_cast<symmarAlgo_t>(a), coll, static_cast<symmarDataType_t>(d),
+                                         static_cast<symmarRedOp_t>(op), true);
+          if (!k) continue;
+          EXPECT_TRUE(listed(k, gpu::kThreads)) << symmarAlgoName(static_cast<symmarAlgo_t>(a)) << " dtype " << d;
+        }
+      }
+    }
   }
 }
 

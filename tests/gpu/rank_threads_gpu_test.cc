@@ -6,6 +6,10 @@
 // the one-shot through host memory, taking turns with a second kind of call in runs of calls, at
 // the first size only; runs beginning with the one-shot through peer memory did not. Each case
 // makes fresh comms and such a run, so that a hang of that kind fails here (after the timeout).
+// The runs that never failed had launched every kernel once, ranks meeting in between, before
+// their calls: under lazy loading (CUDA's default since 12.2) a kernel is loaded at its first
+// launch, and that load may wait for the kernels already running, peers' kernels that spin until
+// this rank's arrives. So comm creation loads every kernel (GpuKernelLoading).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -16,10 +20,31 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/driver.h"
+#include "gpu/kernel_launch.h"
 #include "gpu_test_util.h"
 
 namespace symmar_gpu_test {
 namespace {
+
+// ctest runs each test in a process of its own: here nothing has launched a kernel before.
+TEST(GpuKernelLoading, CommCreationLoadsEveryKernelACallCanLaunch) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w({0, 0}, 2000, size_t{1} << 20);
+  ASSERT_TRUE(w.ok()) << w.error();
+  CUDA_OK(cudaSetDevice(0));
+  size_t listed = 0, unknown = 0, unloaded = 0;
+  for (const symmar::gpu::KernelShape& k : symmar::gpu::everyKernel()) {
+    if (!k.kernel) continue;
+    ++listed;
+    const int state = symmar::gpu::kernelLoaded(k.kernel);
+    unknown += state < 0;
+    unloaded += state == 0;
+  }
+  if (unknown == listed) GTEST_SKIP() << "this driver cannot say whether a kernel is loaded (cuFuncIsLoaded: 12.4+)";
+  EXPECT_EQ(0u, unloaded) << "of " << listed << " kernels, " << unloaded << " not loaded after comm creation";
+  EXPECT_EQ(0u, unknown);
+}
 
 enum class Kind { kOneShot, kTwoShot, kLamport, kFused };
 
