@@ -38,6 +38,30 @@ __device__ __forceinline__ unsigned char toE4m3(float f) {
   return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
 }
 
+/// 1 / RMS of a row from each thread's sum of squares: a block reduction in a fixed tree order.
+__device__ __forceinline__ float rowInvRms(NormShared* ns, float ss, size_t h, float eps) {
+  ns->partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) ns->partial[threadIdx.x] += ns->partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = 1.0f / sqrtf(ns->partial[0] / static_cast<float>(h) + eps);
+  __syncthreads();  // partial[0] read by every thread before the next row reuses it
+  return inv;
+}
+
+/// Whether rows are whole 16-byte vectors: then every staged row is vector-aligned, and a thread
+/// takes whole vectors. It depends on the call alone, so every rank sums a row's squares in the
+/// same order (the alignment of a rank's own buffers only picks how they are accessed).
+template <typename T>
+__device__ __forceinline__ bool vectorRows(size_t h) {
+  return h % Vec<T>::kElems == 0;
+}
+__device__ __forceinline__ bool vecAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % sched::kVecBytes == 0;
+}
+
 /// Finishes row `row` (index in the call) from every rank's staged copy of it at srcs + local row.
 template <typename T>
 __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
@@ -59,14 +83,7 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
     const float r = T::toFloat(stored);
     ss += r * r;
   }
-  ns->partial[threadIdx.x] = ss;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) ns->partial[threadIdx.x] += ns->partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = 1.0f / sqrtf(ns->partial[0] / static_cast<float>(h) + a.eps);
-  __syncthreads();  // partial[0] read by every thread before the next row reuses it
+  const float inv = rowInvRms(ns, ss, h, a.eps);
   const Bits* gamma = static_cast<const Bits*>(a.gamma);
   Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
   for (size_t i = threadIdx.x; i < h; i += kThreads) {
@@ -74,6 +91,119 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
     norm[i] = T::fromFloat(y);
     if (a.fp8_out) a.fp8_out[row * h + i] = toE4m3(y / a.fp8_scale);
   }
+}
+
+/// E FP8 bytes stored at once where p allows (E = elements of a vector: 8 or 4).
+template <int E>
+union Fp8Pack;
+template <>
+union Fp8Pack<8> {
+  uint2 w;
+  unsigned char b[8];
+};
+template <>
+union Fp8Pack<4> {
+  uint32_t w;
+  unsigned char b[4];
+};
+
+/// finishRow for rows of whole vectors (vectorRows): 16-byte accesses where a buffer is aligned,
+/// the same arithmetic per element in the same order.
+template <typename T>
+__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
+                                             size_t local, size_t row) {
+  using Bits = typename T::Bits;
+  constexpr int E = Vec<T>::kElems;
+  const size_t h = a.hidden, vecs = h / E;
+  const Bits* res_in = a.residual_in ? static_cast<const Bits*>(a.residual_in) + row * h : nullptr;
+  Bits* res_out = static_cast<Bits*>(a.recv) + row * h;
+  const bool in_al = vecAligned(a.residual_in), out_al = vecAligned(a.recv);
+  float ss = 0.0f;
+  for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
+    const size_t i = v * E;
+    Vec<T> x[kMaxRanks];  // every rank's vector loaded before the sum, as the plain kernels do
+#pragma unroll
+    for (int p = 0; p < kMaxRanks; ++p) {
+      if (p < a.world) x[p].u = ptx::ld_vec(srcs[p] + local * h + i);
+    }
+    VecAcc<T, symmarSum> acc;
+    acc.first(x[0]);
+#pragma unroll
+    for (int p = 1; p < kMaxRanks; ++p) {
+      if (p < a.world) acc.add(x[p]);
+    }
+    if (res_in) acc.add(loadUser<T>(res_in + i, in_al));
+    const Vec<T> stored = acc.result();
+    storeUser<T>(res_out + i, stored, out_al);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float r = T::toFloat(stored.e[e]);
+      ss += r * r;
+    }
+  }
+  const float inv = rowInvRms(ns, ss, h, a.eps);
+  const Bits* gamma = static_cast<const Bits*>(a.gamma);
+  Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
+  unsigned char* fp8 = a.fp8_out ? a.fp8_out + row * h : nullptr;
+  const bool gamma_al = vecAligned(a.gamma), norm_al = vecAligned(a.norm_out);
+  const bool fp8_al = reinterpret_cast<uintptr_t>(a.fp8_out) % E == 0;
+  for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
+    const size_t i = v * E;
+    const Vec<T> r = loadUser<T>(res_out + i, out_al);
+    const Vec<T> g = loadUser<T>(gamma + i, gamma_al);
+    Vec<T> n;
+    Fp8Pack<E> q;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float y = T::toFloat(r.e[e]) * inv * T::toFloat(g.e[e]);
+      n.e[e] = T::fromFloat(y);
+      if (fp8) q.b[e] = toE4m3(y / a.fp8_scale);
+    }
+    storeUser<T>(norm + i, n, norm_al);
+    if (!fp8) continue;
+    if (fp8_al) {
+      *reinterpret_cast<decltype(q.w)*>(fp8 + i) = q.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) fp8[i + e] = q.b[e];
+    }
+  }
+}
+
+/// Copies a row's h FP8 bytes in pieces of a vector's elements (E bytes), a thread each as
+/// finishRowVec writes them (so a thread copies what it wrote itself), or a byte a thread as
+/// finishRow does.
+template <typename T>
+__device__ __forceinline__ void copyFp8Row(unsigned char* dst, const unsigned char* src, size_t h, bool vec) {
+  constexpr int E = Vec<T>::kElems;
+  using Word = decltype(Fp8Pack<E>::w);
+  if (vec && reinterpret_cast<uintptr_t>(dst) % E == 0 && reinterpret_cast<uintptr_t>(src) % E == 0) {
+    for (size_t i = threadIdx.x * E; i < h; i += kThreads * E) {
+      *reinterpret_cast<Word*>(dst + i) = *reinterpret_cast<const Word*>(src + i);
+    }
+    return;
+  }
+  if (vec) {  // the same pieces, byte by byte
+    for (size_t i = threadIdx.x * E; i < h; i += kThreads * E) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) dst[i + e] = src[i + e];
+    }
+    return;
+  }
+  for (size_t i = threadIdx.x; i < h; i += kThreads) dst[i] = src[i];
+}
+
+/// Copies n elements between a rank's buffer and staging (or between staging and a buffer), whole
+/// vectors when vec (rows of whole vectors, the staging side aligned), element by element otherwise.
+template <typename T>
+__device__ __forceinline__ void copyRow(typename T::Bits* dst, const typename T::Bits* src, size_t n, bool vec) {
+  if (vec) {
+    constexpr int E = Vec<T>::kElems;
+    const bool al = vecAligned(dst) && vecAligned(src);
+    for (size_t i = threadIdx.x * E; i < n; i += kThreads * E) storeUser<T>(dst + i, loadUser<T>(src + i, al), al);
+    return;
+  }
+  for (size_t i = threadIdx.x; i < n; i += kThreads) dst[i] = src[i];
 }
 
 template <typename T, bool TwoShot>
@@ -90,6 +220,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
   const size_t per_chunk = sched::fusedRowsPerChunk(a.staging_bytes, h, sizeof(Bits), fp8, TwoShot);
   const size_t tokens = a.count / h;
   const Bits* input = static_cast<const Bits*>(a.send);
+  const bool vec = vectorRows<T>(h);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);
   const size_t half1 = sched::stagingHalfOffset(a.staging_bytes, 1);
   for (size_t r0 = 0, k = 0; r0 < tokens; r0 += per_chunk, ++k) {
@@ -99,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + in_half);
     for (size_t r = 0; r < rows; ++r) {
       if (!myRow(rows, a.world, r, TwoShot)) continue;
-      for (size_t i = threadIdx.x; i < h; i += kThreads) own_in[r * h + i] = input[(r0 + r) * h + i];
+      copyRow<T>(own_in + r * h, input + (r0 + r) * h, h, vec);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, kStagedInput)) return;
     const Bits* srcs[kMaxRanks];
@@ -110,15 +241,19 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     const sched::Range mine = TwoShot ? sched::rankSlice(rows, a.world, a.rank, 1) : sched::Range{0, rows};
     for (size_t r = mine.begin; r < mine.end; ++r) {
       if (!myRow(rows, a.world, r, TwoShot)) continue;
-      finishRow<T>(a, &ns, srcs, r, r0 + r);
+      if (vec) {
+        finishRowVec<T>(a, &ns, srcs, r, r0 + r);
+      } else {
+        finishRow<T>(a, &ns, srcs, r, r0 + r);
+      }
       if (TwoShot) {  // publish the finished row
         char* pub = a.base[a.rank] + a.staging_off + half1 + r * out_row_bytes;
         const Bits* res = static_cast<const Bits*>(a.recv) + (r0 + r) * h;
         const Bits* norm = static_cast<const Bits*>(a.norm_out) + (r0 + r) * h;
-        for (size_t i = threadIdx.x; i < h; i += kThreads) {
-          reinterpret_cast<Bits*>(pub)[i] = res[i];
-          reinterpret_cast<Bits*>(pub + part_bytes)[i] = norm[i];
-          if (a.fp8_out) reinterpret_cast<unsigned char*>(pub + 2 * part_bytes)[i] = a.fp8_out[(r0 + r) * h + i];
+        copyRow<T>(reinterpret_cast<Bits*>(pub), res, h, vec);
+        copyRow<T>(reinterpret_cast<Bits*>(pub + part_bytes), norm, h, vec);
+        if (fp8) {
+          copyFp8Row<T>(reinterpret_cast<unsigned char*>(pub + 2 * part_bytes), a.fp8_out + (r0 + r) * h, h, vec);
         }
       }
     }
@@ -132,10 +267,11 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
         const char* pub = a.base[q] + a.staging_off + half1 + r * out_row_bytes;
         Bits* res = static_cast<Bits*>(a.recv) + (r0 + r) * h;
         Bits* norm = static_cast<Bits*>(a.norm_out) + (r0 + r) * h;
-        for (size_t i = threadIdx.x; i < h; i += kThreads) {
-          res[i] = reinterpret_cast<const Bits*>(pub)[i];
-          norm[i] = reinterpret_cast<const Bits*>(pub + part_bytes)[i];
-          if (a.fp8_out) a.fp8_out[(r0 + r) * h + i] = reinterpret_cast<const unsigned char*>(pub + 2 * part_bytes)[i];
+        copyRow<T>(res, reinterpret_cast<const Bits*>(pub), h, vec);
+        copyRow<T>(norm, reinterpret_cast<const Bits*>(pub + part_bytes), h, vec);
+        if (fp8) {
+          const unsigned char* theirs_fp8 = reinterpret_cast<const unsigned char*>(pub + 2 * part_bytes);
+          copyFp8Row<T>(a.fp8_out + (r0 + r) * h, theirs_fp8, h, vec);
         }
       }
     }

@@ -178,8 +178,9 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   a.fp8_scale = call.fp8_scale;
   a.eps = call.eps;
   a.hidden = call.hidden;
-  const int g = gridFor(ctx, call.tokens * call.hidden, call.dtype);
-  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(g), call.tokens)));
+  // A block a row, up to the co-residency cap: a row is a block's unit of work (its statistic is a
+  // block reduction), so a call's rows are finished side by side.
+  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, static_cast<size_t>(ctx.max_blocks))));
   return a;
 }
 

@@ -76,7 +76,7 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
 const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarDataType_t dtype, symmarRedOp_t op,
                                   bool multicast);
 /// The fused allreduce + residual add + RMSNorm of call (form: one-shot or two-shot). Inputs are
-/// always staged. *grid receives the blocks to launch (at most one per row).
+/// always staged. *grid receives the blocks to launch: one per row, at most ctx.max_blocks.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
 /// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes.

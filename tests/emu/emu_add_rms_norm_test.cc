@@ -22,6 +22,7 @@ struct NormCase {
   symmarDataType_t dtype;
   int world;
   bool two_shot, residual, in_place, fp8;
+  bool misaligned;  ///< odd ranks' buffers one element past a 16-byte boundary (FP8: one byte)
 };
 
 void PrintTo(const NormCase& c, std::ostream* os) { *os << c.tokens << "x" << c.hidden; }
@@ -31,7 +32,7 @@ std::string normName(const testing::TestParamInfo<NormCase>& info) {
   static const char* dt[] = {"f32", "f16", "bf16"};
   return std::string(c.two_shot ? "twoshot_" : "oneshot_") + dt[c.dtype] + "_" + std::to_string(c.tokens) + "x" +
          std::to_string(c.hidden) + "_w" + std::to_string(c.world) + (c.residual ? "_res" : "") +
-         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "");
+         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "");
 }
 
 double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt == symmarFloat16 ? 2e-3 : 1.6e-2; }
@@ -50,24 +51,35 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
   o.blocks = 3;
   EmuComm comm(o);
   const size_t n = c.tokens * c.hidden, elem = symmarTypeSize(c.dtype);
-  std::vector<std::vector<char>> in(c.world, std::vector<char>(n * elem)), res(c.world, std::vector<char>(n * elem)),
-      res_out(c.world, std::vector<char>(n * elem)), norm(c.world, std::vector<char>(n * elem));
-  std::vector<std::vector<unsigned char>> q(c.world, std::vector<unsigned char>(n));
+  // 16 spare bytes: room for the odd ranks' offset when misaligned.
+  std::vector<std::vector<char>> in_mem(c.world, std::vector<char>(n * elem + 16)),
+      res_mem(c.world, std::vector<char>(n * elem + 16)), res_out_mem(c.world, std::vector<char>(n * elem + 16)),
+      norm_mem(c.world, std::vector<char>(n * elem + 16));
+  std::vector<std::vector<unsigned char>> q_mem(c.world, std::vector<unsigned char>(n + 16));
+  std::vector<char*> in, res, res_out, norm;
+  std::vector<unsigned char*> q;
+  for (int r = 0; r < c.world; ++r) {
+    const size_t shift = c.misaligned && r % 2 == 1 ? elem : 0;
+    in.push_back(in_mem[r].data() + shift);
+    res.push_back(res_mem[r].data() + shift);
+    res_out.push_back(res_out_mem[r].data() + shift);
+    norm.push_back(norm_mem[r].data() + shift);
+    q.push_back(q_mem[r].data() + (shift ? 1 : 0));
+  }
   std::vector<char> gamma(c.hidden * elem), res_ref(n * elem);
   for (size_t i = 0; i < c.hidden; ++i) storeAs(c.dtype, gamma.data(), i, 0.5 + static_cast<double>(i % 7) / 8.0);
   std::vector<AddRmsNormCall> calls;
   for (int r = 0; r < c.world; ++r) {
     for (size_t t = 0; t < c.tokens; ++t) {
       for (size_t i = 0; i < c.hidden; ++i) {
-        storeAs(c.dtype, in[r].data(), t * c.hidden + i, inputAt(r, t, i));
-        storeAs(c.dtype, res[r].data(), t * c.hidden + i, residualAt(t, i));
+        storeAs(c.dtype, in[r], t * c.hidden + i, inputAt(r, t, i));
+        storeAs(c.dtype, res[r], t * c.hidden + i, residualAt(t, i));
       }
     }
-    res_ref = res[0];
-    AddRmsNormCall call{in[r].data(), c.residual ? res[r].data() : nullptr,
-                        c.in_place ? in[r].data() : res_out[r].data(),
-                        c.in_place && c.residual ? res[r].data() : norm[r].data(), gamma.data(),
-                        c.fp8 ? q[r].data() : nullptr, 0.05f, 1e-6f, c.tokens, c.hidden, c.dtype};
+    res_ref.assign(res[0], res[0] + n * elem);
+    AddRmsNormCall call{in[r], c.residual ? res[r] : nullptr, c.in_place ? in[r] : res_out[r],
+                        c.in_place && c.residual ? res[r] : norm[r], gamma.data(), c.fp8 ? q[r] : nullptr,
+                        0.05f, 1e-6f, c.tokens, c.hidden, c.dtype};
     calls.push_back(call);
   }
   ASSERT_TRUE(comm.runAddRmsNorm(calls, c.two_shot));
@@ -100,7 +112,7 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
     ASSERT_EQ(std::memcmp(static_cast<const char*>(calls[r].residual_out), r_out, n * elem), 0) << "rank " << r;
     ASSERT_EQ(std::memcmp(static_cast<const char*>(calls[r].norm_out), n_out, n * elem), 0) << "rank " << r;
     if (c.fp8) {
-      ASSERT_EQ(std::memcmp(q[r].data(), q[0].data(), n), 0) << "rank " << r;
+      ASSERT_EQ(std::memcmp(q[r], q[0], n), 0) << "rank " << r;
     }
   }
 }
@@ -113,7 +125,7 @@ std::vector<NormCase> normCases() {
       for (size_t tokens : {size_t(1), size_t(2), size_t(7), size_t(64)}) {
         for (size_t hidden : {size_t(7), size_t(128), size_t(4096)}) {
           if (tokens * hidden > 64 * 128 && tokens > 7) continue;  // keep the emulator's run short
-          cases.push_back({tokens, hidden, dt, 2 + k % 7, two, k % 2 == 0, k % 3 == 1, k % 4 == 2});
+          cases.push_back({tokens, hidden, dt, 2 + k % 7, two, k % 2 == 0, k % 3 == 1, k % 4 == 2, k % 5 == 3});
           ++k;
         }
       }
