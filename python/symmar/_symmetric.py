@@ -21,9 +21,13 @@ class Owner:
 
     def destroy(self):
         handle, self.handle = self.handle, None
-        self.keepalive = None
-        if handle:
-            check(L.lib().symmarCommDestroy(handle))
+        try:
+            if handle:
+                check(L.lib().symmarCommDestroy(handle))
+        finally:
+            # Only now: the library may call the allgather until the destroy returns, and the
+            # callback is no longer kept alive by a reference cycle of its own.
+            self.keepalive = None
 
     def __del__(self):
         try:
