@@ -17,7 +17,7 @@ import logging
 import torch
 import torch.distributed as dist
 
-from . import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, hold_after_wait
+from . import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, released_by_group
 from ._core import Comm
 
 _log = logging.getLogger("symmar")
