@@ -1,15 +1,16 @@
 // Ranks as threads of one process on one GPU, each making its own stream and buffers and issuing
 // its calls from its own thread, waiting for each, as symmar_perf and symmar_norm_perf_gpu do (the
-// other GPU tests issue every rank's call from one thread, all before any waits). On the first
-// H200 run this shape timed out now and then early in a run: one rank's kernel made no progress
-// until its peers had given up. Seen in runs that began with lamport, with the fused call or with
-// the one-shot through host memory, taking turns with a second kind of call in runs of calls, at
-// the first size only; runs beginning with the one-shot through peer memory did not. Each case
+// other GPU tests issue every rank's call from one thread, all before any waits). On the H200 this
+// shape timed out at a run's first call: one rank's first kernel stayed queued (cuda-gdb showed
+// its peers' kernels resident and its own absent, every rank's host thread waiting on its event)
+// until its peers had given up. It followed what the rank's thread had done last before the ranks
+// met: allocated memory and created its events (cudaMalloc, cudaMallocHost and cudaFreeHost,
+// cudaEventCreate) with nothing completed on the GPU since: held in 12 of 18 runs (after only a
+// pageable copy, in about a third); after a completed memset or synchronous copy, in none of 37.
+// So each rank here ends its set-up with a completed memset on its stream (RankBuffers::make), as
+// the benchmarks do, and times its calls with events; without that memset this test failed on
+// the H200 in 2 of 4 runs. Each case
 // makes fresh comms and such a run, so that a hang of that kind fails here (after the timeout).
-// The runs that never failed had launched every kernel once, ranks meeting in between, before
-// their calls: under lazy loading (CUDA's default since 12.2) a kernel is loaded at its first
-// launch, and that load may wait for the kernels already running, peers' kernels that spin until
-// this rank's arrives. So comm creation loads every kernel (GpuKernelLoading).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -82,30 +83,55 @@ symmarResult_t issue(Kind k, size_t count, void* in, void* out, void* norm, void
   return symmarAllReduceAlgo(in, out, count, symmarFloat32, symmarSum, algo, comm, s);
 }
 
-/// Rank r's part: its stream and buffers, the barrier, kCalls calls each waited for, and the check
-/// of the last (an allreduce: every element the sum of the ranks' r + 1). "" on success.
+/// One rank's stream and buffers, with its input uploaded.
+struct RankBuffers {
+  RankBuffers() = default;
+  RankBuffers(const RankBuffers&) = delete;
+  RankBuffers& operator=(const RankBuffers&) = delete;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;  ///< around each call, as the benchmarks time it
+  void *in = nullptr, *out = nullptr, *norm = nullptr, *gamma = nullptr;
+
+  /// Allocates and uploads rank r's part; "" on success. Ends with a completed memset on the
+  /// stream: a kernel launched after this thread allocated device memory may be held until every
+  /// kernel running on the GPU has finished (seen on an H200), so a rank that allocates must let
+  /// that settle before its peers' kernels can spin waiting for it.
+  std::string make(int r) {
+    cudaSetDevice(0);
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return "stream";
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) return "events";
+    const size_t bytes = kHidden * 4;  // room for the fused call's bf16 row
+    for (void** p : {&in, &out, &norm, &gamma}) {
+      if (cudaMalloc(p, bytes) != cudaSuccess) return "cudaMalloc";
+    }
+    const std::vector<float> host(kHidden, static_cast<float>(r + 1));
+    // The fused call reads these floats as pairs of finite bf16.
+    cudaMemcpyAsync(in, host.data(), bytes, cudaMemcpyHostToDevice, stream);  // pageable, as the benchmarks
+    cudaMemsetAsync(out, 0, bytes, stream);
+    cudaMemsetAsync(gamma, 0, bytes, stream);
+    return cudaStreamSynchronize(stream) == cudaSuccess ? "" : "upload";
+  }
+  ~RankBuffers() {
+    for (void* p : {in, out, norm, gamma}) cudaFree(p);
+    for (cudaEvent_t e : {start, stop}) {
+      if (e) cudaEventDestroy(e);
+    }
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+/// Rank r's part: its buffers, the barrier, kCalls calls each waited for, and the check of the
+/// last (an allreduce: every element the sum of the ranks' r + 1). "" on success.
 std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
   cudaSetDevice(0);
-  cudaStream_t s = nullptr;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return "stream";
+  RankBuffers b;
+  std::string error = b.make(r);
   const size_t count = c.first == Kind::kLamport ? 1 : 2;  // 4 and 8 bytes, as seen
-  const size_t bytes = kHidden * 4;                        // room for the fused call's bf16 row
-  void *in = nullptr, *out = nullptr, *norm = nullptr, *gamma = nullptr;
-  std::string error;
-  for (void** p : {&in, &out, &norm, &gamma}) {
-    if (cudaMalloc(p, bytes) != cudaSuccess) error = "cudaMalloc";
-  }
-  const std::vector<float> host(kHidden, static_cast<float>(r + 1));
-  if (error.empty()) {  // the fused call reads these floats as pairs of finite bf16
-    cudaMemcpyAsync(in, host.data(), bytes, cudaMemcpyHostToDevice, s);  // pageable, as the benchmarks
-    cudaMemsetAsync(out, 0, bytes, s);
-    cudaMemsetAsync(gamma, 0, bytes, s);
-    if (cudaStreamSynchronize(s) != cudaSuccess) error = "upload";
-  }
   arrived->fetch_add(1);  // every rank arrives, failed or not
   while (arrived->load() < c.world) std::this_thread::yield();
-  // On a failure the times say where this rank was: a launch that returned late blocked in the
-  // host thread; one that returned on time left the wait to the GPU.
+  // From here on no CUDA call but the collective's and the events around it, as the benchmarks
+  // time each call. On a failure the times say where this rank was: a launch that returned late
+  // blocked in the host thread; one that returned on time left the wait to the GPU.
   const auto start = std::chrono::steady_clock::now();
   const auto ms = [&start] {
     return std::to_string(
@@ -115,10 +141,12 @@ std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<
   for (int k = 0; k < kCalls && error.empty(); ++k) {
     const Kind kind = (k / kRun) % 2 == 0 ? c.first : c.second;
     const std::string issued = ms();
-    const symmarResult_t res = issue(kind, count, in, out, norm, gamma, comm, s);
+    cudaEventRecord(b.start, b.stream);
+    const symmarResult_t res = issue(kind, count, b.in, b.out, b.norm, b.gamma, comm, b.stream);
+    cudaEventRecord(b.stop, b.stream);
     const std::string returned = ms();
     symmarResult_t async = symmarSuccess;
-    if (res != symmarSuccess || cudaStreamSynchronize(s) != cudaSuccess ||
+    if (res != symmarSuccess || cudaEventSynchronize(b.stop) != cudaSuccess ||
         symmarCommGetAsyncError(comm, &async) != symmarSuccess || async != symmarSuccess) {
       error = "call " + std::to_string(k) + " (issued at " + issued + " ms, returned at " + returned +
               " ms, waited for until " + ms() + " ms): " + symmarGetLastError(comm);
@@ -126,14 +154,12 @@ std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<
   }
   if (error.empty()) {
     std::vector<float> got(count);
-    cudaMemcpy(got.data(), out, count * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got.data(), b.out, count * 4, cudaMemcpyDeviceToHost);
     const float want = static_cast<float>(c.world * (c.world + 1) / 2);
     for (size_t i = 0; i < count && error.empty(); ++i) {
       if (got[i] != want) error = "element " + std::to_string(i) + " is " + std::to_string(got[i]);
     }
   }
-  for (void* p : {in, out, norm, gamma}) cudaFree(p);
-  cudaStreamDestroy(s);
   return error.empty() ? error : "rank " + std::to_string(r) + ": " + error;
 }
 
