@@ -225,8 +225,9 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
   }
   next(cudaMalloc(&k.gamma, gamma_bytes));
   if (err == cudaSuccess) {
-    // This program's own kernels run once here: a kernel's first launch may load it, and under lazy
-    // loading that load can wait for the running kernels, peers' that spin for this rank among them.
+    // This program's own kernels run once here, to completion, before the ranks meet: a kernel
+    // launched after this thread allocated memory may wait for every kernel running on the GPU,
+    // peers' that spin for this rank among them (docs/integration.md), and a first launch may load.
     const auto bf = [](void* p) { return static_cast<__nv_bfloat16*>(p); };
     const size_t row = static_cast<size_t>(o.hidden);
     fillRows<<<1, kThreads, 0, k.stream>>>(bf(k.sum), row, r, 13);
