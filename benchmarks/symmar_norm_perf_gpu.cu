@@ -5,8 +5,10 @@
 // bare collective. bf16 rows, ranks as threads of this process, rank r on device r % (devices), each
 // on a stream of its own. The three take turns in runs of --block calls (each run timed with CUDA
 // events on the rank's stream, its first call untimed); printed: the median per call over runs, of
-// the slowest rank. Before the timing, for each token count, the fused call and the allreduce +
-// separate pass run once from the same inputs and must agree (exit 1 where they do not).
+// the slowest rank. The fused call is timed as the planner serves it and in each of its forms
+// (one-shot and two-shot, symmarAllReduceAddRmsNormAlgo), the data for its table row. Before the
+// timing, for each token count, each fused form and the allreduce + separate pass run once from the
+// same inputs and must agree (exit 1 where they do not).
 //
 //   symmar_norm_perf_gpu [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [--block 10]
 #include <cuda_bf16.h>
@@ -122,7 +124,8 @@ bool parse(int argc, char** argv, Options* o) {
   return o->world >= 1 && o->hidden > 0 && o->hidden % kVecElems == 0 && o->iters > 0 && o->block > 1 && tokens_ok;
 }
 
-enum Variant { kFused, kSeparate, kAllReduce, kVariants };
+enum Variant { kFused, kFusedOneShot, kFusedTwoShot, kSeparate, kAllReduce, kVariants };
+constexpr Variant kFusedForms[] = {kFused, kFusedOneShot, kFusedTwoShot};
 
 /// One rank's buffers and stream for one token count.
 struct Rank {
@@ -136,7 +139,7 @@ struct Rank {
 /// What one call of variant v enqueues on the rank's stream.
 symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidden) {
   const size_t n = static_cast<size_t>(tokens) * static_cast<size_t>(hidden);
-  if (v == kFused) {
+  if (v == kFused || v == kFusedOneShot || v == kFusedTwoShot) {
     symmarAddRmsNormArgs_t a{};
     a.input = k.in;
     a.residual_in = k.residual;
@@ -147,7 +150,9 @@ symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidde
     a.tokens = static_cast<size_t>(tokens);
     a.hidden = static_cast<size_t>(hidden);
     a.dtype = symmarBfloat16;
-    return symmarAllReduceAddRmsNorm(&a, comm, k.stream);
+    const symmarAlgo_t algo =
+        v == kFusedOneShot ? symmarAlgoOneShot : (v == kFusedTwoShot ? symmarAlgoTwoShot : symmarAlgoAuto);
+    return symmarAllReduceAddRmsNormAlgo(&a, algo, comm, k.stream);
   }
   const symmarResult_t res = symmarAllReduce(k.in, k.sum, n, symmarBfloat16, symmarSum, comm, k.stream);
   if (v == kAllReduce || res != symmarSuccess) return res;
@@ -157,9 +162,10 @@ symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidde
   return cudaGetLastError() == cudaSuccess ? symmarSuccess : symmarCudaError;
 }
 
-/// The fused call and the allreduce + separate pass from the same inputs: the same residual bits
-/// and norms within 2% (a bf16 place is 0.4-0.8%). Leaves the buffers filled for the timing.
-bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, std::string* error) {
+/// The fused call in form fused and the allreduce + separate pass from the same inputs: the same
+/// residual bits and norms within 2% (a bf16 place is 0.4-0.8%). Leaves the buffers filled for the
+/// timing.
+bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Variant fused, Rank& k, std::string* error) {
   const size_t n = static_cast<size_t>(tokens) * static_cast<size_t>(o.hidden);
   const auto bf = [](void* p) { return static_cast<__nv_bfloat16*>(p); };
   fillRows<<<64, kThreads, 0, k.stream>>>(bf(k.in), n, r, 13);
@@ -167,7 +173,7 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, 
   fillRows<<<8, kThreads, 0, k.stream>>>(bf(k.gamma), static_cast<size_t>(o.hidden), 11, 15);
   // Between the calls, copies on the device only: the host reads everything after the stream sync.
   cudaMemcpyAsync(k.saved_residual, k.residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
-  symmarResult_t res = call(kFused, k, comm, tokens, o.hidden);  // residual in place, norm
+  symmarResult_t res = call(fused, k, comm, tokens, o.hidden);  // residual in place, norm
   cudaMemcpyAsync(k.fused_residual, k.residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
   cudaMemcpyAsync(k.fused_norm, k.norm, n * 2, cudaMemcpyDeviceToDevice, k.stream);
   cudaMemcpyAsync(k.residual, k.saved_residual, n * 2, cudaMemcpyDeviceToDevice, k.stream);
@@ -199,7 +205,8 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Rank& k, 
     }
   }
   if (bad == 0) return true;
-  *error = "rank " + std::to_string(r) + ": the fused call and the separate pass disagree at " + std::to_string(bad) +
+  *error = "rank " + std::to_string(r) + ": the fused call (form " + std::to_string(fused) +
+           ") and the separate pass disagree at " + std::to_string(bad) +
            " of " + std::to_string(n) + " elements, first at " + std::to_string(first) + " (residual " +
            std::to_string(value(fused_res[first])) + " / " + std::to_string(value(sep_res[first])) + ", norm " +
            std::to_string(value(fused_norm[first])) + " / " + std::to_string(value(sep_norm[first])) + ")";
@@ -241,7 +248,9 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
   }
   if (err != cudaSuccess) *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
   if (group.sumOf(err == cudaSuccess ? 0 : 1) != 0) return false;  // every rank arrives, failed or not
-  if (group.sumOf(checkOnce(r, comm, o, tokens, k, error) ? 0 : 1) != 0) return false;
+  for (Variant fused : kFusedForms) {
+    if (group.sumOf(checkOnce(r, comm, o, tokens, fused, k, error) ? 0 : 1) != 0) return false;
+  }
   const int runs = std::max(1, o.iters / o.block);
   for (int run = 0; run <= runs; ++run) {  // run 0 warms up, untimed
     for (int v = 0; v < kVariants; ++v) {
@@ -309,7 +318,8 @@ int main(int argc, char** argv) {
       "# symmar_norm_perf_gpu: %d ranks (threads) on %d GPU(s), hidden %d, bf16, %d calls a variant in runs "
       "of %d, median us per call of the slowest rank\n",
       o.world, std::min(devices, o.world), o.hidden, o.iters, o.block);
-  printf("#%9s %12s %12s %9s %12s %13s\n", "tokens", "fused", "separate", "speed-up", "allreduce", "fused/allred");
+  printf("#%9s %12s %12s %9s %12s %13s %10s %10s\n", "tokens", "fused", "separate", "speed-up", "allreduce",
+         "fused/allred", "1-shot", "2-shot");
   int status = 0;
   for (int tokens : o.tokens) {
     std::vector<Rank> ranks(static_cast<size_t>(o.world));
@@ -337,8 +347,9 @@ int main(int argc, char** argv) {
       release(ranks[static_cast<size_t>(r)]);
     }
     if (status != 0) break;
-    printf("%10d %12.2f %12.2f %8.2fx %12.2f %12.2fx\n", tokens, worst[kFused], worst[kSeparate],
-           worst[kSeparate] / worst[kFused], worst[kAllReduce], worst[kFused] / worst[kAllReduce]);
+    printf("%10d %12.2f %12.2f %8.2fx %12.2f %12.2fx %10.2f %10.2f\n", tokens, worst[kFused], worst[kSeparate],
+           worst[kSeparate] / worst[kFused], worst[kAllReduce], worst[kFused] / worst[kAllReduce],
+           worst[kFusedOneShot], worst[kFusedTwoShot]);
   }
   for (symmarComm_t c : comms) symmarCommDestroy(c);
   return status;
