@@ -165,9 +165,7 @@ symmarResult_t symmarCommInitExternal(symmarComm_t* comm, int nranks, int rank, 
                                       void* user, const symmarConfig_t* config);
 /**
  * Creates nranks comms in this process (devices may repeat; NULL = config's device for all).
- * On the host backend each comm's collectives must then be called from its own thread. Where
- * ranks driven from their own threads share a GPU, each thread completes an operation on its
- * stream after allocating, before the ranks' first call (docs/integration.md, concurrency).
+ * On the host backend each comm's collectives must then be called from its own thread.
  */
 symmarResult_t symmarCommInitAll(symmarComm_t* comms, int nranks, const int* devices, const symmarConfig_t* config);
 /**
