@@ -3,7 +3,7 @@
 // (addRmsNormRows below: one block per token, 16-byte loads, the sum of squares in fp32, as engines'
 // fused_add_rms_norm kernels do). The allreduce alone is timed too: the fused call's cost over the
 // bare collective. bf16 rows, ranks as threads of this process, rank r on device r % (devices), each
-// on a stream of its own. The three take turns in runs of --block calls (each run timed with CUDA
+// on a stream of its own. The variants take turns in runs of --block calls (each run timed with CUDA
 // events on the rank's stream, its first call untimed); printed: the median per call over runs, of
 // the slowest rank. The fused call is timed as the planner serves it and in each of its forms
 // (one-shot and two-shot, symmarAllReduceAddRmsNormAlgo), the data for its table row. Before the
@@ -205,8 +205,8 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Variant f
     }
   }
   if (bad == 0) return true;
-  *error = "rank " + std::to_string(r) + ": the fused call (form " + std::to_string(fused) +
-           ") and the separate pass disagree at " + std::to_string(bad) +
+  *error = "rank " + std::to_string(r) + ": the fused call (variant " + std::to_string(fused) +
+           ": 0 as planned, 1 one-shot, 2 two-shot) and the separate pass disagree at " + std::to_string(bad) +
            " of " + std::to_string(n) + " elements, first at " + std::to_string(first) + " (residual " +
            std::to_string(value(fused_res[first])) + " / " + std::to_string(value(sep_res[first])) + ", norm " +
            std::to_string(value(fused_norm[first])) + " / " + std::to_string(value(sep_norm[first])) + ")";

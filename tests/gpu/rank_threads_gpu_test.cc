@@ -9,8 +9,8 @@
 // pageable copy, in about a third); after a completed memset or synchronous copy, in none of 37.
 // So each rank here ends its set-up with a completed memset on its stream (RankBuffers::make), as
 // the benchmarks do, and times its calls with events; without that memset this test failed on
-// the H200 in 2 of 4 runs. Each case
-// makes fresh comms and such a run, so that a hang of that kind fails here (after the timeout).
+// the H200 in 2 of 4 runs. Each case makes fresh comms and such a run, so that a hang of that
+// kind fails here (after the timeout).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
