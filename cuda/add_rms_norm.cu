@@ -5,8 +5,8 @@
 //  - two-shot: every rank stages its rows; each finishes the rows it owns (its rank slice of the
 //    chunk), writes them to its outputs and publishes residual, norm and fp8 rows in staging half 1;
 //    after a second barrier every rank copies the other owners' rows.
-// Row r of a chunk is handled by block (r - first row of its owner's slice) % grid on every rank, so
-// per-block flags order every staging access, as in the plain kernels.
+// Row r of every chunk is handled by block r % grid on every rank (myRow), so per-block flags order
+// every staging access, as in the plain kernels.
 #include <cstdint>
 #include <cuda_fp8.h>
 
@@ -21,18 +21,12 @@ struct NormShared {
   float partial[kThreads];
 };
 
-/// The first row of r's owner slice, for the block assignment (one-shot: one slice, the chunk).
-__device__ __forceinline__ size_t sliceBegin(size_t rows, int world, size_t r, bool two_shot) {
-  if (!two_shot) return 0;
-  for (int q = 0; q < world; ++q) {
-    const sched::Range s = sched::rankSlice(rows, world, q, 1);
-    if (r < s.end) return s.begin;
-  }
-  return 0;
-}
-__device__ __forceinline__ bool myRow(size_t rows, int world, size_t r, bool two_shot) {
-  return (r - sliceBegin(rows, world, r, two_shot)) % gridDim.x == blockIdx.x;
-}
+/// Whether this block handles row r of a chunk (stages it, finishes it on its owner, copies it out).
+/// The assignment depends on r alone, never on the chunk's size or its owners' slices, so the same
+/// block index stages, finishes and publishes a staging row in every chunk on every rank, and its
+/// per-block flags order every access to that row (common.cuh). With a block a row, the staging and
+/// the copies of other owners' rows take every block, and the finishing one block per owned row.
+__device__ __forceinline__ bool myRow(size_t r) { return r % gridDim.x == blockIdx.x; }
 
 __device__ __forceinline__ unsigned char toE4m3(float f) {
   return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
@@ -229,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     const size_t in_half = TwoShot ? half0 : sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(k & 1));
     Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + in_half);
     for (size_t r = 0; r < rows; ++r) {
-      if (!myRow(rows, a.world, r, TwoShot)) continue;
+      if (!myRow(r)) continue;
       copyRow<T>(own_in + r * h, input + (r0 + r) * h, h, vec);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, kStagedInput)) return;
@@ -240,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     }
     const sched::Range mine = TwoShot ? sched::rankSlice(rows, a.world, a.rank, 1) : sched::Range{0, rows};
     for (size_t r = mine.begin; r < mine.end; ++r) {
-      if (!myRow(rows, a.world, r, TwoShot)) continue;
+      if (!myRow(r)) continue;
       if (vec) {
         finishRowVec<T>(a, &ns, srcs, r, r0 + r);
       } else {
@@ -263,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
       if (q == a.rank) continue;
       const sched::Range theirs = sched::rankSlice(rows, a.world, q, 1);
       for (size_t r = theirs.begin; r < theirs.end; ++r) {
-        if (!myRow(rows, a.world, r, true)) continue;
+        if (!myRow(r)) continue;
         const char* pub = a.base[q] + a.staging_off + half1 + r * out_row_bytes;
         Bits* res = static_cast<Bits*>(a.recv) + (r0 + r) * h;
         Bits* norm = static_cast<Bits*>(a.norm_out) + (r0 + r) * h;

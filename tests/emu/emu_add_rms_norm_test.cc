@@ -4,9 +4,12 @@
 // equal on every rank; and calls that change shape on one persistent state.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "e4m3_reference.h"
@@ -155,6 +158,65 @@ TEST(FusedNormLayout, RowBytesAreTheKernelsLayouts) {
   AddRmsNormCall empty = c;
   empty.hidden = 0;
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, empty, true), 0u) << "no division by an empty row";
+}
+
+// Rows change hands between chunks of one call: a two-shot call of 12 rows whose chunks hold 8
+// (slices 0-3 and 4-7, then 0-1 and 2-3 of the last 4) on 4 blocks. Block 2 of rank 0 is held
+// before it finishes row 2 of the first chunk, until block 0 of rank 1 has staged the second chunk
+// and entered its first barrier. Per-block flags order a staging row only if the same block index
+// stages it in every chunk: if block 0 stages row 2 of the second chunk, rank 0 reads token 10's
+// inputs for token 2.
+std::atomic<const char*> g_held_flag{nullptr};     ///< rank 0's flag from rank 1, block 2
+std::atomic<const uint32_t*> g_progress{nullptr};  ///< rank 0's flag from rank 1, block 0
+std::atomic<bool> g_held_once{false};
+
+void holdUntilPeerStagedNextChunk(const void* address) {
+  if (address != g_held_flag.load() || g_held_once.exchange(true)) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // Epochs 1 and 2 are the first chunk's barriers, 3 the second chunk's first.
+  while (std::atomic_ref<const uint32_t>(*g_progress.load()).load(std::memory_order_acquire) < 3 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(FusedNormChunks, ABlockHeldInOneChunkSeesNoRowOfTheNext) {
+  EmuOptions o;
+  o.world = 2;
+  o.multicast = false;
+  o.blocks = 4;
+  o.staging_bytes = 16 << 10;  // halves of 8 KiB: 8 published rows of 2 x 512 bytes
+  EmuComm comm(o);
+  const size_t tokens = 12, hidden = 128, n = tokens * hidden;
+  std::vector<std::vector<float>> in(2, std::vector<float>(n)), res_out = in, norm = in;
+  const std::vector<float> gamma(hidden, 1.0f);
+  std::vector<AddRmsNormCall> calls;
+  for (int r = 0; r < 2; ++r) {
+    for (size_t t = 0; t < tokens; ++t) {
+      for (size_t i = 0; i < hidden; ++i) in[r][t * hidden + i] = static_cast<float>(inputAt(r, t, i));
+    }
+    calls.push_back(AddRmsNormCall{in[r].data(), nullptr, res_out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                                   1.0f, 1e-6f, tokens, hidden, symmarFloat32});
+  }
+  ASSERT_EQ(gpu::addRmsNormRowsPerChunk(comm.context(0), calls[0], true), 8u);
+  const char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
+  g_held_flag = pad0 + gpu::padFlagOffset(1, 2, sched::kSlotStart);
+  g_progress = reinterpret_cast<const uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
+  g_held_once = false;
+  setAccessHook(holdUntilPeerStagedNextChunk);
+  const bool ran = comm.runAddRmsNorm(calls, true);
+  setAccessHook(nullptr);
+  ASSERT_TRUE(ran);
+  ASSERT_TRUE(g_held_once.load()) << "block 2 of rank 0 never waited for rank 1";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
+    for (size_t t = 0; t < tokens; ++t) {
+      for (size_t i = 0; i < hidden; ++i) {
+        const double want = inputAt(0, t, i) + inputAt(1, t, i);  // sums of eighths: exact in float32
+        ASSERT_EQ(res_out[r][t * hidden + i], want) << "rank " << r << " token " << t << " element " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
