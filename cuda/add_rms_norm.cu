@@ -57,7 +57,7 @@ __device__ __forceinline__ bool vecAligned(const void* p) {
 }
 
 /// Finishes row `row` (index in the call) from every rank's staged copy of it at srcs + local row.
-template <typename T>
+template <typename T, int kSrcs = kMaxRanks>
 __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
                                           size_t local, size_t row) {
   using Bits = typename T::Bits;
@@ -68,7 +68,7 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
   for (size_t i = threadIdx.x; i < h; i += kThreads) {
     float x = T::toFloat(srcs[0][local * h + i]);
 #pragma unroll
-    for (int p = 1; p < kMaxRanks; ++p) {
+    for (int p = 1; p < kSrcs; ++p) {
       if (p < a.world) x += T::toFloat(srcs[p][local * h + i]);
     }
     if (res_in) x += T::toFloat(res_in[row * h + i]);
@@ -103,9 +103,11 @@ union Fp8Pack<4> {
 
 /// finishRow for rows of whole vectors (vectorRows): 16-byte accesses where a buffer is aligned,
 /// the same arithmetic per element in the same order.
-template <typename T>
+/// kSrcs: the most sources (kMaxRanks, or 1 for the local form, whose source is the allreduce's
+/// sums in user memory: loaded as srcs_al says, where staging rows are always aligned).
+template <typename T, int kSrcs = kMaxRanks>
 __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
-                                             size_t local, size_t row) {
+                                             size_t local, size_t row, bool srcs_al = true) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
   const size_t h = a.hidden, vecs = h / E;
@@ -115,15 +117,20 @@ __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns
   float ss = 0.0f;
   for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
     const size_t i = v * E;
-    Vec<T> x[kMaxRanks];  // every rank's vector loaded before the sum, as the plain kernels do
+    Vec<T> x[kSrcs];  // every rank's vector loaded before the sum, as the plain kernels do
 #pragma unroll
-    for (int p = 0; p < kMaxRanks; ++p) {
-      if (p < a.world) x[p].u = ptx::ld_vec(srcs[p] + local * h + i);
+    for (int p = 0; p < kSrcs; ++p) {
+      if (p >= a.world) continue;
+      if (kSrcs == 1) {
+        x[p] = loadUser<T>(srcs[p] + local * h + i, srcs_al);
+      } else {
+        x[p].u = ptx::ld_vec(srcs[p] + local * h + i);
+      }
     }
     VecAcc<T, symmarSum> acc;
     acc.first(x[0]);
 #pragma unroll
-    for (int p = 1; p < kMaxRanks; ++p) {
+    for (int p = 1; p < kSrcs; ++p) {
       if (p < a.world) acc.add(x[p]);
     }
     if (res_in) acc.add(loadUser<T>(res_in + i, in_al));
@@ -273,6 +280,28 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
   blockEnd(a, &ns.sh, epoch, false);
 }
 
+/// The add and norm alone, on this rank, after an allreduce into a.send (the unfused call): rows
+/// r, r + grid, ... of the sums, residual_in added, finished as the fused forms finish a row from a
+/// single source. Whole vectors where rows are (the call decides, as above, so every rank sums a
+/// row's squares in the same order), loaded as the sums' alignment on this rank allows.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CONSTANT KernelArgs a) {
+  using Bits = typename T::Bits;
+  SYMMAR_BLOCK_SHARED(NormShared, ns);
+  ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
+  const Bits* sums = static_cast<const Bits*>(a.send);  // a.world 1: the only source
+  const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums);
+  const size_t tokens = a.count / a.hidden;
+  for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) {
+    if (vec) {
+      finishRowVec<T, 1>(a, &ns, &sums, r, r, sums_al);
+    } else {
+      finishRow<T, 1>(a, &ns, &sums, r, r);
+    }
+  }
+  ptx::griddep_launch_dependents();
+}
+
 template <typename T>
 const void* formOf(bool two_shot) {
   return two_shot ? reinterpret_cast<const void*>(&addRmsNormAllReduce<T, true>)
@@ -280,6 +309,19 @@ const void* formOf(bool two_shot) {
 }
 
 }  // namespace
+
+const void* addRmsNormRowsKernel(symmarDataType_t dtype) {
+  switch (dtype) {
+    case symmarFloat32:
+      return reinterpret_cast<const void*>(&addRmsNormRows<F32>);
+    case symmarFloat16:
+      return reinterpret_cast<const void*>(&addRmsNormRows<F16>);
+    case symmarBfloat16:
+      return reinterpret_cast<const void*>(&addRmsNormRows<BF16>);
+    default:
+      return nullptr;
+  }
+}
 
 const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot) {
   switch (dtype) {

@@ -174,6 +174,9 @@ const void* multimemReduceScatterKernel(symmarDataType_t dtype, symmarRedOp_t op
 const void* multimemAllGatherKernel(size_t elem_bytes);
 /// The fused allreduce + residual add + RMSNorm kernels (sum only), one-shot or two-shot form.
 const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot);
+/// The add and norm alone on one rank, after an allreduce of the call into a.send (the unfused
+/// call); no peer, no barrier.
+const void* addRmsNormRowsKernel(symmarDataType_t dtype);
 
 }  // namespace gpu
 }  // namespace symmar

@@ -1,13 +1,11 @@
 // symmarAllReduceAddRmsNorm: argument checks (shapes, dtypes, aliasing), the form from the planner,
 // the backend's fused call, and for comms without one the unfused path: the allreduce, then the add
-// and the norm on each rank (the host arithmetic of host/add_rms_norm.h).
+// and the norm on each rank (the backend's addRmsNormRows).
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "api/guard.h"
 #include "core/names.h"
-#include "host/add_rms_norm.h"
 #include "plan/planner.h"
 
 using namespace symmar;
@@ -79,26 +77,25 @@ AddRmsNormCall toCall(const symmarAddRmsNormArgs_t& a) {
                         a.eps,   a.tokens,      a.hidden,       a.dtype};
 }
 
-/// No fused form on this comm (host ranks on several hosts: the norm needs every host's sum): the
-/// allreduce through whatever serves it (hierarchical or the fallback), then the add and norm
-/// here, row by row. Host memory only.
-symmarResult_t unfused(symmarComm* comm, const AddRmsNormCall& c, const char* fn) {
+/// No fused form serves this call (ranks on several hosts, where the norm needs every host's sum, or
+/// a table row past its last fused threshold): the allreduce through whatever serves it, then the
+/// add and norm on each rank (the backend's addRmsNormRows), both on the call's stream. The sums go
+/// to an output that the add and norm overwrite only where they have read it: residual_out, or
+/// norm_out where residual_out is residual_in (which the sums must not overwrite before it is read;
+/// the arguments' rules keep norm_out apart from both then). The sum is rounded to dtype by the
+/// allreduce, before residual_in is added.
+symmarResult_t unfused(symmarComm* comm, AddRmsNormCall c, void* stream) {
   const size_t n = c.tokens * c.hidden;
   // An empty call: GPU comms match calls by order only and launch nothing for it, on every rank
   // alike; on the host the allreduce of count 0 below still takes part in call matching.
   if (n == 0 && comm->gpu()) return symmarSuccess;
-  if (comm->gpu()) {
-    return fail(symmarUnsupported, "%s: this GPU comm has no fused form (%s): call the allreduce, then the norm", fn,
-                comm->placement.hosts > 1 ? "its ranks span hosts" : linkName(comm->topo.link));
-  }
-  std::vector<char> sum_bits(n * symmarTypeSize(c.dtype));
-  SYMMAR_CHECK(symmarAllReduce(c.input, sum_bits.data(), n, c.dtype, symmarSum, comm, nullptr));
+  void* sums = c.residual_in != nullptr && c.residual_out == c.residual_in ? c.norm_out : c.residual_out;
+  SYMMAR_CHECK(symmarAllReduce(c.input, sums, n, c.dtype, symmarSum, comm, stream));
   if (n == 0) return symmarSuccess;
-  for (size_t r = 0; r < c.tokens; ++r) {
-    const void* row = sum_bits.data() + r * c.hidden * symmarTypeSize(c.dtype);
-    finishAddRmsNormRow(c, r, &row, 1);
-  }
-  return symmarSuccess;
+  c.stream = stream;
+  const symmarResult_t res = comm->backend->addRmsNormRows(c, sums);
+  noteFailure(comm, res);
+  return res;
 }
 
 symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm* comm, void* stream,
@@ -110,7 +107,7 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
     algo = across_hosts ? symmarAlgoAuto
                         : planAddRmsNorm(comm->row(), comm->row(Collective::kAddRmsNorm), comm->topo, comm->fallbacks(),
                                          c.tokens, c.hidden, c.dtype);
-    if (algo == symmarAlgoAuto) return unfused(comm, c, fn);
+    if (algo == symmarAlgoAuto) return unfused(comm, c, stream);
     c.planned = true;
   } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
     return fail(symmarInvalidArgument, "%s: the fused forms are oneshot and twoshot, not %s", fn, symmarAlgoName(algo));

@@ -100,6 +100,15 @@ class Backend {
     (void)call;
     return symmarUnsupported;
   }
+  /// The add and norm of the fused call alone, on this rank (the unfused call, after an allreduce
+  /// of call.input into `sums`: tokens x hidden of call.dtype, in the same memory as the call's
+  /// buffers, and possibly residual_out or norm_out itself): residual_out = sums + residual_in,
+  /// then norm_out and fp8_out, row by row, on call.stream. No peer takes part.
+  virtual symmarResult_t addRmsNormRows(const AddRmsNormCall& call, const void* sums) {
+    (void)call;
+    (void)sums;
+    return symmarUnsupported;
+  }
   /// Runs one reduce-scatter or all-gather (call.coll) with an algorithm that can serve it.
   /// Arguments are validated. symmarUnsupported where the backend has no form of it.
   virtual symmarResult_t scatterGather(const ScatterGatherCall& call) {

@@ -29,5 +29,16 @@ symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call) {
   return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(call.stream));
 }
 
+symmarResult_t CudaBackend::addRmsNormRows(const AddRmsNormCall& call, const void* sums) {
+  SYMMAR_CHECK(asyncError());
+  if (call.tokens == 0 || call.hidden == 0) return symmarSuccess;
+  const void* kernel = addRmsNormRowsKernel(call.dtype);
+  if (!kernel) return fail(symmarUnsupported, "no add + norm kernel for this dtype");
+  DeviceGuard guard(device_);
+  int grid = 1;
+  KernelArgs a = makeAddRmsNormRowsArgs(call, sums, &grid);
+  return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(call.stream));
+}
+
 }  // namespace gpu
 }  // namespace symmar

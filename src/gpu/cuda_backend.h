@@ -61,6 +61,7 @@ class CudaBackend : public Backend {
 
   symmarResult_t allReduce(const AllReduceCall& call) override;
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
+  symmarResult_t addRmsNormRows(const AddRmsNormCall& call, const void* sums) override;  // backend_fused.cc
   /// The one-shot pattern's kernels (cuda/scatter_gather.cu) or NCCL's.
   symmarResult_t scatterGather(const ScatterGatherCall& call) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;

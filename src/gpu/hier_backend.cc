@@ -59,6 +59,10 @@ class HierarchicalCudaBackend : public Backend {
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall&) override {
     return fail(symmarUnsupported, "no fused form across hosts: the norm needs every host's sum");
   }
+  /// The unfused call's add and norm, after the allreduce across hosts: this GPU's own kernel.
+  symmarResult_t addRmsNormRows(const AddRmsNormCall& c, const void* sums) override {
+    return host_->addRmsNormRows(c, sums);
+  }
   /// Across hosts reduce-scatter and all-gather are NCCL's, over the comm-wide communicator.
   symmarResult_t scatterGather(const ScatterGatherCall& c) override {
     if (c.count == 0) return symmarSuccess;

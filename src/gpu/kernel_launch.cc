@@ -184,6 +184,24 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   return a;
 }
 
+KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int* grid) {
+  KernelArgs a{};
+  a.rank = 0;
+  a.world = 1;  // one source, the sums: no peer takes part
+  a.send = sums;
+  a.recv = call.residual_out;
+  a.count = call.tokens * call.hidden;
+  a.residual_in = call.residual_in;
+  a.norm_out = call.norm_out;
+  a.gamma = call.gamma;
+  a.fp8_out = static_cast<unsigned char*>(call.fp8_out);
+  a.fp8_scale = call.fp8_scale;
+  a.eps = call.eps;
+  a.hidden = call.hidden;
+  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, kAddRmsNormRowsBlocks)));
+  return a;
+}
+
 ProbeArgs makeProbeArgs(const LaunchContext& ctx, long long* result) {
   ProbeArgs p{};
   p.rank = ctx.rank;

@@ -78,6 +78,11 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 /// The fused allreduce + residual add + RMSNorm of call (form: one-shot or two-shot). Inputs are
 /// always staged. *grid receives the blocks to launch: one per row, at most ctx.max_blocks.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
+/// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
+/// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most
+/// kAddRmsNormRowsBlocks (each takes every grid-th row).
+constexpr int kAddRmsNormRowsBlocks = 1024;
+KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int* grid);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
 /// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes.
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);

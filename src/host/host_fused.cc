@@ -105,4 +105,13 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   return symmarSuccess;
 }
 
+symmarResult_t HostBackend::addRmsNormRows(const AddRmsNormCall& c, const void* sums) {
+  const size_t row_bytes = c.hidden * symmarTypeSize(c.dtype);
+  for (size_t r = 0; r < c.tokens; ++r) {
+    const void* row = static_cast<const char*>(sums) + r * row_bytes;
+    finishAddRmsNormRow(c, r, &row, 1);
+  }
+  return symmarSuccess;
+}
+
 }  // namespace symmar

@@ -160,6 +160,59 @@ TEST(FusedNormLayout, RowBytesAreTheKernelsLayouts) {
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, empty, true), 0u) << "no division by an empty row";
 }
 
+// The add and norm alone (the unfused call, after an allreduce into `sums`), every dtype, hidden
+// of whole vectors and not: against a float64 reference, and the same bits whether the sums sit
+// 16-byte aligned or an element past it (ranks' buffers differ, and every rank must get the same
+// bits), written over residual_out (in place) or over norm_out (residual_out is residual_in).
+TEST(FusedNormRows, AddAndNormAfterTheAllreduceMatchTheReferenceAtAnyAlignment) {
+  for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+    for (size_t hidden : {size_t(7), size_t(256)}) {
+      const size_t tokens = 5, n = tokens * hidden, elem = symmarTypeSize(dt);
+      std::vector<char> gamma(hidden * elem), res(n * elem);
+      for (size_t i = 0; i < hidden; ++i) storeAs(dt, gamma.data(), i, 0.5 + static_cast<double>(i % 7) / 8.0);
+      for (size_t i = 0; i < n; ++i) storeAs(dt, res.data(), i, residualAt(i / hidden, i % hidden));
+      std::vector<std::vector<char>> outs;
+      for (int layout = 0; layout < 3; ++layout) {  // sums aligned in residual_out, misaligned, in norm_out
+        const size_t shift = layout == 1 ? elem : 0;
+        std::vector<char> res_mem(n * elem + 16), out_mem(n * elem + 16), norm_mem(n * elem + 16);
+        char* res_in = res_mem.data() + shift;
+        std::memcpy(res_in, res.data(), n * elem);
+        char* res_out = layout == 2 ? res_in : out_mem.data() + shift;
+        char* norm = norm_mem.data() + shift;
+        char* sums = layout == 2 ? norm : res_out;
+        for (size_t i = 0; i < n; ++i) storeAs(dt, sums, i, inputAt(0, i / hidden, i % hidden) + inputAt(1, i / hidden, i % hidden));
+        const AddRmsNormCall call{nullptr, res_in, res_out, norm, gamma.data(), nullptr, 1.0f, 1e-6f, tokens, hidden, dt};
+        int grid = 0;
+        const gpu::KernelArgs args = gpu::makeAddRmsNormRowsArgs(call, sums, &grid);
+        ASSERT_EQ(grid, static_cast<int>(tokens));
+        runConcurrently({Launch{gpu::addRmsNormRowsKernel(dt), grid, args}});
+        const double tol = tolerance(dt);
+        for (size_t t = 0; t < tokens; ++t) {
+          double ss = 0;
+          for (size_t i = 0; i < hidden; ++i) {
+            const size_t k = t * hidden + i;
+            const double want = loadAs(dt, res.data(), k) + inputAt(0, t, i) + inputAt(1, t, i);
+            const double got = loadAs(dt, res_out, k);
+            ASSERT_NEAR(got, want, tol * std::fabs(want) + 1e-6) << "layout " << layout << " residual " << t << "," << i;
+            ss += got * got;
+          }
+          const double inv = 1.0 / std::sqrt(ss / static_cast<double>(hidden) + 1e-6);
+          for (size_t i = 0; i < hidden; ++i) {
+            const size_t k = t * hidden + i;
+            const double want = loadAs(dt, res_out, k) * inv * loadAs(dt, gamma.data(), i);
+            ASSERT_NEAR(loadAs(dt, norm, k), want, tol * std::fabs(want) + 1e-5) << "layout " << layout << " norm " << t;
+          }
+        }
+        std::vector<char> bits(res_out, res_out + n * elem);
+        bits.insert(bits.end(), norm, norm + n * elem);
+        outs.push_back(bits);
+      }
+      EXPECT_EQ(outs[1], outs[0]) << "dtype " << dt << " hidden " << hidden << ": misaligned sums, other bits";
+      EXPECT_EQ(outs[2], outs[0]) << "dtype " << dt << " hidden " << hidden << ": sums in norm_out, other bits";
+    }
+  }
+}
+
 // Rows change hands between chunks of one call: a two-shot call of 12 rows whose chunks hold 8
 // (slices 0-3 and 4-7, then 0-1 and 2-3 of the last 4) on 4 blocks. Block 2 of rank 0 is held
 // before it finishes row 2 of the first chunk, until block 0 of rank 1 has staged the second chunk
