@@ -260,6 +260,7 @@ std::vector<KernelShape> everyKernel() {
       for (const AlgoKernel& k : kAlgoKernels) out.push_back({k.entry(dt, static_cast<symmarRedOp_t>(o)), k.threads});
     }
     for (bool two_shot : {false, true}) out.push_back({addRmsNormKernel(dt, two_shot), kThreads});
+    out.push_back({addRmsNormRowsKernel(dt), kThreads});  // no peer: listed to be loaded at creation
     for (int o = 0; o < symmarNumOps; ++o) {
       out.push_back({reduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});
       out.push_back({multimemReduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});

@@ -108,9 +108,9 @@ struct KernelShape {
   const void* kernel;
   int threads;
 };
-/// Every kernel a comm may launch (allreduce kernels of every dtype and op, both fused forms) from
-/// the one kernel list kernelOf and threadsFor read: what the co-residency cap must cover. Entries
-/// may be null (a build without that kernel).
+/// Every kernel a comm may launch (allreduce kernels of every dtype and op, both fused forms and the
+/// unfused call's add + norm) from the one kernel list kernelOf and threadsFor read: what the
+/// co-residency cap must cover. Entries may be null (a build without that kernel).
 std::vector<KernelShape> everyKernel();
 
 }  // namespace gpu

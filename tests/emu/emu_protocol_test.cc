@@ -183,6 +183,7 @@ TEST(Protocol, TheCoResidencyListHoldsEveryKernelACallCanLaunch) {
   }
   for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
     for (bool two_shot : {false, true}) EXPECT_TRUE(listed(gpu::addRmsNormKernel(dt, two_shot), gpu::kThreads));
+    EXPECT_TRUE(listed(gpu::addRmsNormRowsKernel(dt), gpu::kThreads)) << "the unfused call's add + norm";
   }
   for (int a = 0; a < symmarNumAlgos; ++a) {
     for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
