@@ -166,18 +166,25 @@ size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& ca
                                   call.fp8_out != nullptr, two_shot);
 }
 
+namespace {
+/// The fused call's own arguments (its residual, norm, gamma, FP8 output and row size).
+void setNormArgs(const AddRmsNormCall& call, KernelArgs* a) {
+  a->residual_in = call.residual_in;
+  a->norm_out = call.norm_out;
+  a->gamma = call.gamma;
+  a->fp8_out = static_cast<unsigned char*>(call.fp8_out);
+  a->fp8_scale = call.fp8_scale;
+  a->eps = call.eps;
+  a->hidden = call.hidden;
+}
+}  // namespace
+
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
                                 symmarAlgoTwoShot);
   a.send_offset = kStagedInput;  // the fused kernels always stage their rows
   a.aligned = 0;
-  a.residual_in = call.residual_in;
-  a.norm_out = call.norm_out;
-  a.gamma = call.gamma;
-  a.fp8_out = static_cast<unsigned char*>(call.fp8_out);
-  a.fp8_scale = call.fp8_scale;
-  a.eps = call.eps;
-  a.hidden = call.hidden;
+  setNormArgs(call, &a);
   // A block a row, up to the co-residency cap: a row is a block's unit of work (its statistic is a
   // block reduction), so a call's rows are finished side by side.
   *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, static_cast<size_t>(ctx.max_blocks))));
@@ -191,13 +198,7 @@ KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, 
   a.send = sums;
   a.recv = call.residual_out;
   a.count = call.tokens * call.hidden;
-  a.residual_in = call.residual_in;
-  a.norm_out = call.norm_out;
-  a.gamma = call.gamma;
-  a.fp8_out = static_cast<unsigned char*>(call.fp8_out);
-  a.fp8_scale = call.fp8_scale;
-  a.eps = call.eps;
-  a.hidden = call.hidden;
+  setNormArgs(call, &a);
   *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, kAddRmsNormRowsBlocks)));
   return a;
 }
