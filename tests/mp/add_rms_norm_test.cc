@@ -1,7 +1,7 @@
 // symmarAllReduceAddRmsNorm on the host backend: ranks as threads (worlds 2..9) and processes,
 // decode and prefill shapes, every dtype, with and without residual, in place and not, both forms;
-// against a float64 reference (tolerances per dtype below) and bitwise identical on all ranks; FP8
-// against an independent quantizer; bad arguments refused with nothing written.
+// against a float64 reference (tolerances per dtype in add_rms_norm_cases.h) and bitwise identical
+// on all ranks; FP8 against an independent quantizer; bad arguments refused with nothing written.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
