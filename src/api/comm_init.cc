@@ -26,7 +26,7 @@ namespace symmar {
 namespace {
 
 // Staging per rank when neither config nor SYMMAR_STAGING_BYTES says: the host backend reads
-// through staging for every call, so a larger one means fewer barriers (docs/performance.md); GPUs
+// through staging for every call, so a larger one means fewer barriers (docs/performance/host-allreduce.md); GPUs
 // chunk through it only above the one-shot sizes.
 constexpr int64_t kDefaultHostStaging = int64_t{32} << 20;
 constexpr int64_t kDefaultGpuStaging = int64_t{8} << 20;

@@ -42,7 +42,7 @@ const EnvVarInfo kRegistry[] = {
      "smallest any of them asks for.",
      kSize, 32 << 20, 4096, kTiB},
     // 1M chunks: few barrier steps, and a step's traffic (about 3 chunks per rank) still in the
-    // last-level cache; 2.9-3.1x faster than 256K at 1 MiB on a 2-rank EPYC VM (docs/performance.md).
+    // last-level cache; 2.9-3.1x faster than 256K at 1 MiB on a 2-rank EPYC VM (docs/performance/host-allreduce.md).
     {"SYMMAR_HOST_CHUNK_BYTES", "size 4K..1T with K/M/G suffix", "1M",
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache).", kSize, 1 << 20,
      4096, kTiB},

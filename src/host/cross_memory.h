@@ -1,7 +1,7 @@
 // Reading a peer process's memory in place (Linux cross-memory attach, process_vm_readv): one copy
 // from the peer's own buffer, where staging costs a copy in, by the peer, and one out. The copy in
 // writes lines the readers held from the call before, and each write waits for their copies to be
-// dropped: on the 2-rank EPYC VM of docs/performance.md that made a staged all-gather 3-7x slower
+// dropped: on the 2-rank EPYC VM of docs/performance/host-scatter-gather.md that made a staged all-gather 3-7x slower
 // in its slow state, where reads from a peer's process kept their speed.
 //
 // A rank publishes the address of its send buffer, tagged, where it would publish a symmetric

@@ -22,7 +22,7 @@ namespace symmar {
 namespace {
 
 // Smallest chunk of a comm spanning hosts: each chunk pays an inter-host exchange. Measured on 2
-// simulated hosts x 2 ranks (docs/performance.md): 256 KiB chunks were behind MPI_Allreduce at
+// simulated hosts x 2 ranks (docs/performance/across-hosts.md): 256 KiB chunks were behind MPI_Allreduce at
 // 1-4 MiB, 4 MiB chunks at 4 MiB, 1 MiB chunks ahead at both. Applies where a smaller chunk is set.
 constexpr size_t kInterHostChunkBytes = size_t{1} << 20;
 
@@ -128,7 +128,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->cross_memory_ = first_failed < 0;
     // The staging ring (sched::stagingRingShift) pays where each rank has a core: ranks that share
     // one share its cache, and there it gained nothing (3-4 ranks on 2 cores: two-shot 0-14%
-    // slower, docs/performance.md). A staged slice is read at the shift its writer used, so every
+    // slower, docs/performance/host-allreduce.md). A staged slice is read at the shift its writer used, so every
     // rank takes the ring or none does.
     const bool ring = envNumber("SYMMAR_HOST_STAGING_RING", oversubscribed ? 0 : 1) != 0;
     SYMMAR_CHECK(agreeAll(*host_boot, ring, &first_failed));

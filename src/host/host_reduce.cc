@@ -17,7 +17,7 @@ namespace {
 // owner outside the staging ring) runs block by block while its data fits in half the L2: each
 // block is reduced into a scratch block in L1, then copied to both destinations. Reduced straight
 // into them, the conversions space the stores out, and each store to a line a peer read needs that
-// line back from the peer's cache (docs/performance.md, "What limits each size"); copied out in one
+// line back from the peer's cache (docs/performance/host-allreduce.md, "What limits each size"); copied out in one
 // burst, those transfers overlap. 2 ranks, two-shot, 16-256 KiB: bf16 took 1.06-1.15x less time,
 // and without the staging ring bf16 per byte was 0.93-1.05x float32's blocked against 0.75-0.81x
 // straight. In the ring, where no peer read the lines, the blocks only cost: bf16 per byte was

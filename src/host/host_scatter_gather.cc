@@ -31,7 +31,7 @@ namespace symmar {
 namespace {
 
 // Smallest send buffer an all-gather has peers read from its process (each read is a system call
-// of about 2 us). 2 ranks, float32, EPYC VM of docs/performance.md, against lamport and MPI in the
+// of about 2 us). 2 ranks, float32, EPYC VM of docs/performance/host-scatter-gather.md, against lamport and MPI in the
 // same runs: at 8 KiB a rank lamport was 1.8-2.8x ahead of MPI and the process reads 1.25-1.3x; at
 // 32 KiB the process reads were 1.14-1.18x MPI in every run, lamport 0.90-1.27x.
 constexpr size_t kCrossMemoryBlockBytes = size_t{32} << 10;

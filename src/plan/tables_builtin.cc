@@ -54,7 +54,7 @@ constexpr const char* kNoP2pSource =
     "cost model: PCIe Gen5 x16 ~50 GB/s per direction, ~1 us per crossing; one-shot (1+W)N bytes, two-shot ~3N "
     "(crossover ~100 KB/(W-2))";
 
-// Two hosts of GPUs (docs/performance.md, cost model for 2 x 8 H100 over 400 Gb/s InfiniBand): a
+// Two hosts of GPUs (docs/performance/across-hosts.md, cost model for 2 x 8 H100 over 400 Gb/s InfiniBand): a
 // one-shot kernel (6.5 us) and NCCL's 2-rank allreduce between hosts (10 us assumed) + S / 50 GB/s
 // against NCCL over the whole comm (25 us assumed) + S / 400 GB/s: the hierarchical form wins below
 // ~500 KB. Default rows take half of sm90's threshold.
@@ -64,7 +64,7 @@ constexpr const char* kTwoHostGpuSource =
 
 // Reduce-scatter and all-gather on the host backend against Open MPI (benchmarks/collectives_vs_mpi.py,
 // caller send buffers, float32, median of 5 runs at 2 ranks and 3 at 4 ranks, 2-core x86-64 VM,
-// 2026-12-02, after the reduce-scatter lost its needless end barrier; docs/performance.md).
+// 2026-12-02, after the reduce-scatter lost its needless end barrier; docs/performance/host-scatter-gather.md).
 // One-shot against Open MPI: collectives_vs_mpi.py, 2026-12-02, float32, caller buffers. The lamport
 // forms against one-shot: symmar_perf -A lamport,oneshot,mpi (interleaved in one run), float32,
 // caller buffers, 2026-12-02, the same VM.
@@ -94,7 +94,7 @@ constexpr const char* kHostAllGatherManyRanksSource =
     "iterations: lamport 1.2-1.6x faster than one-shot from 12 B to 64 KiB, behind at 256 KiB at 3 ranks; other "
     "worlds reuse these";
 // Across hosts: symmar_perf -C, mpirun -np 4 as 2 simulated hosts x 2 ranks (scripts/sim-hosts.sh), the
-// link between the simulated hosts MPI over shared memory (docs/performance.md).
+// link between the simulated hosts MPI over shared memory (docs/performance/across-hosts.md).
 constexpr const char* kHostsReduceScatterSource =
     "symmar_perf -C reducescatter, 2 simulated hosts x 2 ranks, float sum, 2026-12-02, 2-3 runs: "
     "MPI_Reduce_scatter_block 13-112 us vs one-shot 39-114 us to 128 KiB (whole buffer); one-shot ahead from "
