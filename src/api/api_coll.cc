@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/checks.h"
+#include "api/collective.h"
 #include "api/guard.h"
 #include "gpu/gpu_entry.h"
 #include "core/names.h"
@@ -17,11 +18,20 @@ symmarAlgo_t commPlan(symmarComm* comm, size_t count, symmarDataType_t dtype, sy
   return planRequest(comm->row(), comm->topo, comm->fallbacks(), count, dtype, op);
 }
 
-symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataType_t dtype, symmarRedOp_t op,
-                         symmarAlgo_t algo, symmarComm* comm, void* stream, const char* fn) {
+/// This thread's open groups: for each, whether NCCL's group was opened with it (NCCL may have
+/// been loaded in between, so each level remembers its own).
+thread_local std::vector<bool> t_groups;
+
+}  // namespace
+
+symmarResult_t symmar::runAllReduce(symmarComm* comm, AllReduceCall call, const char* fn) {
+  const size_t count = call.count;
+  const symmarDataType_t dtype = call.dtype;
+  const symmarRedOp_t op = call.op;
+  symmarAlgo_t& algo = call.algo;
   // Count 0 is a successful call that moves no data (buffers may be NULL); backends that can
   // check call matching still take part in it (docs/integration.md, failure semantics).
-  if (count > 0) SYMMAR_CHECK(checkBuffers(send, recv, count, dtype, fn));
+  if (count > 0) SYMMAR_CHECK(checkBuffers(call.send, call.recv, count, dtype, fn));
   if (algo == symmarAlgoAuto) {
     const uint32_t fallbacks = comm->fallbacks();
     algo = planRequest(comm->row(), comm->topo, fallbacks, count, dtype, op,
@@ -42,21 +52,20 @@ symmarResult_t allReduce(const void* send, void* recv, size_t count, symmarDataT
   }
   symmarResult_t res = symmarSuccess;
   if (algo == symmarAlgoMpi) {  // the engine's or libsymmar_mpi's fallback, held by the comm
-    if (stream != nullptr) return fail(symmarInvalidArgument, "%s: the mpi fallback takes no stream (NULL)", fn);
-    res = comm->fallback_fn(send, recv, count, dtype, op, comm->fallback_user);
-    if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
+    if (call.stream != nullptr) return fail(symmarInvalidArgument, "%s: the mpi fallback takes no stream (NULL)", fn);
+    // The fallback pairs calls by order alone: the call meets its peers' first, and count 0 (for
+    // which it would make no call at all) ends there.
+    res = comm->backend->matchCall(callSignature(call));
+    if (res == symmarSuccess && count > 0) {
+      res = comm->fallback_fn(call.send, call.recv, count, dtype, op, comm->fallback_user);
+      if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
+    }
   } else {
-    res = comm->backend->allReduce(AllReduceCall{send, recv, count, dtype, op, algo, stream});
+    res = comm->backend->allReduce(call);
   }
   noteFailure(comm, res);
   return res;
 }
-
-/// This thread's open groups: for each, whether NCCL's group was opened with it (NCCL may have
-/// been loaded in between, so each level remembers its own).
-thread_local std::vector<bool> t_groups;
-
-}  // namespace
 
 extern "C" {
 
@@ -84,7 +93,7 @@ symmarResult_t symmarAllReduce(const void* sendbuf, void* recvbuf, size_t count,
                                symmarRedOp_t op, symmarComm_t comm, void* stream) {
   return guardedCollective(comm, [&] {
     SYMMAR_CHECK(checkRequest(count, rawEnum(dtype), rawEnum(op), "symmarAllReduce"));
-    return allReduce(sendbuf, recvbuf, count, dtype, op, symmarAlgoAuto, comm, stream, "symmarAllReduce");
+    return runAllReduce(comm, {sendbuf, recvbuf, count, dtype, op, symmarAlgoAuto, stream}, "symmarAllReduce");
   });
 }
 
@@ -95,7 +104,7 @@ symmarResult_t symmarAllReduceAlgo(const void* sendbuf, void* recvbuf, size_t co
     if (!validAlgo(rawEnum(algo))) {
       return fail(symmarInvalidArgument, "symmarAllReduceAlgo: invalid algorithm %d", rawEnum(algo));
     }
-    return allReduce(sendbuf, recvbuf, count, dtype, op, algo, comm, stream, "symmarAllReduceAlgo");
+    return runAllReduce(comm, {sendbuf, recvbuf, count, dtype, op, algo, stream}, "symmarAllReduceAlgo");
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "api/collective.h"
 #include "api/guard.h"
 #include "core/names.h"
 #include "plan/planner.h"
@@ -90,7 +91,12 @@ symmarResult_t unfused(symmarComm* comm, AddRmsNormCall c, void* stream) {
   // alike; on the host the allreduce of count 0 below still takes part in call matching.
   if (n == 0 && comm->gpu()) return symmarSuccess;
   void* sums = c.residual_in != nullptr && c.residual_out == c.residual_in ? c.norm_out : c.residual_out;
-  SYMMAR_CHECK(symmarAllReduce(c.input, sums, n, c.dtype, symmarSum, comm, stream));
+  // Peers compare the fused call's signature, not a plain allreduce's of the same elements: hidden
+  // and the FP8 output are in it, so no other shape of the fused call, and no allreduce, pairs
+  // with this one.
+  AllReduceCall sum{c.input, sums, n, c.dtype, symmarSum, symmarAlgoAuto, stream};
+  sum.matched_as = callSignature(c, symmarAlgoAuto);
+  SYMMAR_CHECK(runAllReduce(comm, sum, "symmarAllReduceAddRmsNorm"));
   if (n == 0) return symmarSuccess;
   c.stream = stream;
   const symmarResult_t res = comm->backend->addRmsNormRows(c, sums);

@@ -93,6 +93,7 @@ symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchange
     SYMMAR_CHECK(comm->backend->setInterHost(carrier));
     comm->inter_host = carrier.name;
     comm->topo.link = symmarLinkHostMemory;  // the shared-memory forms now serve, hierarchically
+    comm->available.forget();                // what could serve before was planned for the old link
     return symmarSuccess;
   });
 }

@@ -115,6 +115,14 @@ class Backend {
     (void)call;
     return symmarUnsupported;
   }
+  /// Call matching for a call that another engine moves (the host fallback, MPI): where the
+  /// backend matches calls, the call's signature meets every peer's before any data moves, so a
+  /// rank that made another call (count 0 included), failed or stopped is reported on every rank
+  /// instead of pairing with its peers' calls. symmarSuccess where calls pair by order alone.
+  virtual symmarResult_t matchCall(uint64_t signature) {
+    (void)signature;
+    return symmarSuccess;
+  }
   virtual symmarResult_t memAlloc(size_t bytes, void** ptr) = 0;
   virtual symmarResult_t memFree(void* ptr) = 0;
   /// Asynchronous status (a device-side timeout); symmarSuccess if none.

@@ -21,6 +21,9 @@ struct AllReduceCall {
   symmarRedOp_t op;
   symmarAlgo_t algo;
   void* stream;
+  /// The signature peers compare, where this allreduce is a step of another call (the fused call
+  /// without a fused form: its signature names hidden and the FP8 output too); 0: its own.
+  uint64_t matched_as = 0;
   size_t elem() const { return symmarTypeSize(dtype); }
   size_t bytes() const { return count * elem(); }
 };
@@ -76,7 +79,9 @@ SYMMAR_HD uint64_t callSignature(uint64_t count, int dtype, int op, int algo) {
              static_cast<uint64_t>(algo)) |
          1;
 }
-inline uint64_t callSignature(const AllReduceCall& c) { return callSignature(c.count, c.dtype, c.op, c.algo); }
+inline uint64_t callSignature(const AllReduceCall& c) {
+  return c.matched_as != 0 ? c.matched_as : callSignature(c.count, c.dtype, c.op, c.algo);
+}
 /// The fused call's signature in the form that runs (which may differ from c.algo where the
 /// planned form's rows do not fit: fitAddRmsNormForm). Its algorithm code lies outside the enum,
 /// so it never equals a plain allreduce's; hidden and the FP8 output are in it.

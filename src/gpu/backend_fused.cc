@@ -36,7 +36,7 @@ symmarResult_t CudaBackend::addRmsNormRows(const AddRmsNormCall& call, const voi
   if (!kernel) return fail(symmarUnsupported, "no add + norm kernel for this dtype");
   DeviceGuard guard(device_);
   int grid = 1;
-  KernelArgs a = makeAddRmsNormRowsArgs(call, sums, &grid);
+  KernelArgs a = makeAddRmsNormRowsArgs(call, sums, topo_.devices_repeat ? nblocks_ : kAddRmsNormRowsBlocks, &grid);
   return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(call.stream));
 }
 

@@ -191,7 +191,7 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   return a;
 }
 
-KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int* grid) {
+KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int max_grid, int* grid) {
   KernelArgs a{};
   a.rank = 0;
   a.world = 1;  // one source, the sums: no peer takes part
@@ -199,7 +199,8 @@ KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, 
   a.recv = call.residual_out;
   a.count = call.tokens * call.hidden;
   setNormArgs(call, &a);
-  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, kAddRmsNormRowsBlocks)));
+  const int cap = std::max(1, std::min(max_grid, kAddRmsNormRowsBlocks));
+  *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(call.tokens, static_cast<size_t>(cap))));
   return a;
 }
 

@@ -80,9 +80,11 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid);
 /// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
 /// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most
-/// kAddRmsNormRowsBlocks (each takes every grid-th row).
+/// max_grid (each takes every grid-th row): kAddRmsNormRowsBlocks, or the co-residency cap where
+/// ranks share a GPU (with PDL this grid may become resident while the rank's allreduce still
+/// waits for its peers' grids, whose room the cap keeps).
 constexpr int kAddRmsNormRowsBlocks = 1024;
-KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int* grid);
+KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int max_grid, int* grid);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
 /// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes.
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);

@@ -192,7 +192,11 @@ symmarResult_t HostBackend::checkCallable(void* stream) const {
     return fail(symmarUnsupported, "host backend: the ranks span %d hosts and no inter-host engine is set "
                 "(symmarCommSetInterHost; symmarCommInitMpi sets one)", placement_.hosts);
   }
-  if (!sync_->broken().empty()) {
+  return checkNotBroken();
+}
+
+symmarResult_t HostBackend::checkNotBroken() const {
+  if (sync_ && !sync_->broken().empty()) {
     return fail(symmarInvalidUsage, "the comm failed earlier: %s; destroy it", sync_->broken().c_str());
   }
   return symmarSuccess;
@@ -200,7 +204,8 @@ symmarResult_t HostBackend::checkCallable(void* stream) const {
 
 symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
   SYMMAR_CHECK(checkCallable(c.stream));
-  const Call call{static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dtype, c.op, c.algo, c.elem()};
+  const Call call{static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dtype, c.op, c.algo,
+                  c.elem(), c.matched_as};
   const size_t count = c.count;
   const symmarAlgo_t algo = c.algo;
   if (world_ == 1) {
@@ -220,6 +225,15 @@ symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
     return combineFromOutput(call, 0, 0, nullptr);
   }
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
+}
+
+symmarResult_t HostBackend::matchCall(uint64_t signature) {
+  SYMMAR_CHECK(checkNotBroken());
+  // Like a count-0 call: a barrier that compares signatures and moves nothing. Across hosts it
+  // matches this host's ranks (the fallback's own collective spans the hosts); hosts of different
+  // sizes share no memory to meet in, and their calls pair by order alone, as the fallback's do.
+  if (!heap_ || world_ == 1) return symmarSuccess;
+  return sync_->barrier(sched::kSlotStart, sched::kStagedInput, signature);
 }
 
 symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {

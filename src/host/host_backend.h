@@ -55,13 +55,18 @@ class HostBackend : public Backend {
     symmarRedOp_t op;
     symmarAlgo_t algo;
     size_t elem;
-    uint64_t signature() const { return callSignature(count, dtype, op, algo); }
+    uint64_t matched_as;  // AllReduceCall::matched_as
+    uint64_t signature() const { return matched_as != 0 ? matched_as : callSignature(count, dtype, op, algo); }
   };
 
   explicit HostBackend(const BackendContext& ctx);
   /// What every collective checks first: no stream, shared memory (and an inter-host engine when
   /// the ranks span hosts), a comm no lamport or inter-host mismatch broke.
   symmarResult_t checkCallable(void* stream) const;
+  /// symmarInvalidUsage where an earlier call broke the comm (a lamport or inter-host mismatch).
+  symmarResult_t checkNotBroken() const;
+  /// A call the host fallback moves: its signature meets the local peers' at a barrier first.
+  symmarResult_t matchCall(uint64_t signature) override;
   /// Where the call about to start, writing at most bytes into each staging half, stages: its slot
   /// of the staging ring where the comm uses it, else 0 (the half's start). from: as
   /// sched::stagingRingSlots.

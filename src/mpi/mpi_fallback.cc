@@ -149,6 +149,8 @@ extern "C" symmarResult_t symmarCommInitMpi(symmarComm_t* comm, MPI_Comm mpi_com
   if (!state) return mpiFailure(symmarOutOfMemory, "symmarCommInitMpi: out of host memory");
   int rank = 0, size = 0;
   int rc = MPI_Comm_dup(mpi_comm, &state->comm);
+  // MPI's default handler aborts the process on an error: the calls' codes come back instead.
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(state->comm, &rank);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_size(state->comm, &size);
   if (rc != MPI_SUCCESS) {

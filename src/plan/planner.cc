@@ -81,6 +81,14 @@ uint32_t AvailableAlgos::of(const symmarTopology_t& topo, const Request& request
   return mask;
 }
 
+void AvailableAlgos::forget() {
+  for (auto& per_coll : entries_) {
+    for (auto& per_dtype : per_coll) {
+      for (std::atomic<uint64_t>& entry : per_dtype) entry.store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
 Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks) {
   const Refusal why = canImplement(algo, topo, request, fallbacks);
   if (why != Refusal::kNone) return why;

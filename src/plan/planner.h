@@ -19,14 +19,17 @@ namespace symmar {
 uint32_t availableAlgos(const symmarTopology_t& topo, symmarDataType_t dtype, symmarRedOp_t op, uint32_t fallbacks);
 /// The same for a request of any collective (its size left out).
 uint32_t availableAlgos(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
-/// availableAlgos remembered for one comm, whose topology and hosts never change: per collective,
-/// dtype and op, computed again only when the fallbacks or the environment (reloadPlanEnv) changed.
+/// availableAlgos remembered for one comm: per collective, dtype and op, computed again when the
+/// fallbacks or the environment (reloadPlanEnv) changed, or after forget (the comm's topology
+/// changed: symmarCommSetInterHost).
 /// The collectives ask it on every planned call, where computing the mask each time is measurable
 /// against a sub-microsecond host call. Entries are single words: threads that share a comm never
 /// see half of one.
 class AvailableAlgos {
  public:
   uint32_t of(const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
+  /// Drops every entry: the next call of each computes it from the topology it passes.
+  void forget();
 
  private:
   std::atomic<uint64_t> entries_[kNumCollectives][symmarNumTypes][symmarNumOps] = {};

@@ -123,3 +123,40 @@ TEST(ScatterGatherAcrossHosts, CallsAcrossTheEpochWrap) {
   });
   for (int r = 0; r < world; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
 }
+
+// Calls planned before the inter-host engine was set had nothing to serve them (no fallback here):
+// symmarUnsupported. Setting the engine changes what can serve, so the same calls after it are
+// planned again and succeed, exact, instead of meeting what was remembered for the comm without it.
+TEST(ScatterGatherAcrossHosts, CallsPlannedBeforeTheEngineArePlannedAgainAfterIt) {
+  const int hosts = 2, per_host = 1, world = hosts * per_host;
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  fault::ShmInterHost engine(world, false);
+  const std::vector<int> status = mp::runForked(world, [&](int rank) {
+    setenv("SYMMAR_HOST_ID", std::to_string(rank / per_host).c_str(), 1);
+    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+    cfg.device = SYMMAR_DEVICE_CPU;
+    cfg.timeout_ms = 20000;
+    symmarComm_t comm = nullptr;
+    if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) return 100;
+    float x[4] = {1, 2, 3, 4}, y[8] = {};
+    for (int i = 0; i < 4; ++i) x[i] *= static_cast<float>(rank + 1);
+    if (symmarAllReduce(x, y, 4, symmarFloat32, symmarSum, comm, nullptr) != symmarUnsupported ||
+        symmarAllGather(x, y, 4, symmarFloat32, comm, nullptr) != symmarUnsupported) {
+      return 101;
+    }
+    if (engine.install(comm, rank) != symmarSuccess) return 102;
+    if (symmarAllReduce(x, y, 4, symmarFloat32, symmarSum, comm, nullptr) != symmarSuccess) return 103;
+    for (int i = 0; i < 4; ++i) {
+      if (y[i] != static_cast<float>(3 * (i + 1))) return 104;  // ranks 1 and 2 times i + 1
+    }
+    if (symmarAllGather(x, y, 4, symmarFloat32, comm, nullptr) != symmarSuccess) return 105;
+    for (int r = 0; r < world; ++r) {
+      for (int i = 0; i < 4; ++i) {
+        if (y[4 * r + i] != static_cast<float>((r + 1) * (i + 1))) return 106;
+      }
+    }
+    return symmarCommDestroy(comm) == symmarSuccess ? 0 : 107;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+}

@@ -240,6 +240,25 @@ TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
   EXPECT_EQ(gridFor(ctx, size_t(1) << 20, symmarFloat32), 1) << "never an empty grid";
 }
 
+// The unfused call's add + norm kernel: a block a row, up to the cap it is given (the co-residency
+// cap where ranks share a GPU), never more than kAddRmsNormRowsBlocks, never an empty grid.
+TEST(GpuGrid, AddAndNormRowsFollowTheTokensUpToTheCapGiven) {
+  AddRmsNormCall call{};
+  call.hidden = 8;
+  call.dtype = symmarFloat32;
+  const auto gridOf = [&](size_t tokens, int cap) {
+    call.tokens = tokens;
+    int grid = 0;
+    makeAddRmsNormRowsArgs(call, nullptr, cap, &grid);
+    return grid;
+  };
+  EXPECT_EQ(gridOf(5, kAddRmsNormRowsBlocks), 5);
+  EXPECT_EQ(gridOf(5000, kAddRmsNormRowsBlocks), kAddRmsNormRowsBlocks);
+  EXPECT_EQ(gridOf(5000, 16), 16) << "ranks sharing a GPU: the co-residency cap";
+  EXPECT_EQ(gridOf(5000, 1 << 20), kAddRmsNormRowsBlocks);
+  EXPECT_EQ(gridOf(5, 0), 1) << "never an empty grid";
+}
+
 // One visible GPU per process (CUDA_VISIBLE_DEVICES per rank): CUDA cannot see the peer's GPU, and
 // the link must come from NVML by PCI bus id instead of dropping the symmetric kernels.
 TEST(GpuTopology, PeersInvisibleToCudaAreFoundThroughNvml) {
