@@ -67,6 +67,8 @@ class HostBackend : public Backend {
   symmarResult_t checkNotBroken() const;
   /// A call the host fallback moves: its signature meets the local peers' at a barrier first.
   symmarResult_t matchCall(uint64_t signature) override;
+  /// A comm an earlier call broke (checkNotBroken) reports it, with its cause.
+  symmarResult_t asyncError() override { return checkNotBroken(); }
   /// Where the call about to start, writing at most bytes into each staging half, stages: its slot
   /// of the staging ring where the comm uses it, else 0 (the half's start). from: as
   /// sched::stagingRingSlots.

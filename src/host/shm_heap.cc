@@ -1,6 +1,7 @@
 #include "host/shm_heap.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,12 @@ constexpr int kPopulateRead = 22;  // Linux's value, for older headers
 #endif
 }  // namespace
 
+uint64_t pidNamespaceId() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return (static_cast<uint64_t>(st.st_dev) << 32) ^ static_cast<uint64_t>(st.st_ino) ^ 1;  // never 0 when read
+}
+
 ShmHeap::~ShmHeap() = default;
 
 symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t staging_bytes, size_t heap_bytes,
@@ -34,6 +41,7 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   if (res == symmarSuccess) {
     header(rank)->pid = getpid();
     header(rank)->self_address = reinterpret_cast<uintptr_t>(header(rank));  // cross_memory.h's probe
+    header(rank)->pid_ns = pidNamespaceId();
     // Every lamport slot starts empty (before the agreement below: no peer writes into it earlier).
     uint32_t* lamport = lamportSlot(rank, 0, 0);
     std::fill(lamport, lamport + sched::lamportAreaBytes(world_) / sizeof(uint32_t), sched::kLamportEmpty);

@@ -31,7 +31,13 @@ struct SegmentHeader {
   uint32_t failed_epoch;  // with kSegmentFailed: the first barrier epoch this rank did not complete
   uint32_t failed_call;   // with kSegmentFailed: the first call (comm-wide number) this rank did not complete
   uint64_t self_address;  // this header's address in the rank's own process (cross_memory.h's probe)
+  uint64_t pid_ns;        // the rank's pid namespace (pidNamespaceId): whose /proc the pid names
 };
+
+/// This process's pid namespace, from the identity of /proc/self/ns/pid; 0 where it cannot be
+/// read (no /proc). A peer's pid names a process here only where its namespace is this one, and
+/// its liveness can be read only where /proc is there: the barriers look a peer up only then.
+uint64_t pidNamespaceId();
 
 class ShmHeap {
  public:

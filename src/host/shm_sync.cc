@@ -112,8 +112,13 @@ symmarResult_t ShmSync::peerGone(int peer) {
   if (__atomic_load_n(&heap_->header(peer)->state, __ATOMIC_ACQUIRE) == kSegmentLeft) {
     return fail(symmarPeerFailure, "rank %d destroyed its comm before making this call", commRank(peer));
   }
-  int pid = heap_->header(peer)->pid;
-  if (pid != getpid() && processDead(pid)) {
+  // A peer's pid is looked up in /proc only where it names a process of this pid namespace (in
+  // another one it names another process here, or none) and /proc is there: without it every
+  // peer would read as exited.
+  static const uint64_t own_ns = pidNamespaceId();
+  const SegmentHeader* h = heap_->header(peer);
+  const int pid = h->pid;
+  if (pid != getpid() && own_ns != 0 && h->pid_ns == own_ns && processDead(pid)) {
     return fail(symmarPeerFailure, "rank %d (pid %d) exited while this rank waited for it", commRank(peer), pid);
   }
   return symmarSuccess;

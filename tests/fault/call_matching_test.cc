@@ -36,6 +36,12 @@ TEST(SilentWrong, CountZeroTakesPartInCallMatching) {
       }
       const symmarResult_t second = checkedAllReduce(comm, rank, 2, 3, 1, &wrong, algo);
       if (wrong) return 12;
+      // The comm's state as it reports it: failed after the lamport mismatch, fine otherwise.
+      symmarResult_t async = symmarInternalError;
+      if (symmarCommGetAsyncError(comm, &async) != symmarSuccess ||
+          async != (algo == symmarAlgoLamport ? symmarInvalidUsage : symmarSuccess)) {
+        return 16;
+      }
       if (algo == symmarAlgoLamport) {
         if (second == symmarSuccess) return 15;
         return symmarCommDestroy(comm) == symmarSuccess ? 0 : 14;

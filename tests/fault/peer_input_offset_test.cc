@@ -1,6 +1,7 @@
 // A peer's published input offset is data from another process: one outside its heap is refused
 // before anything is read through it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "host/shm_heap.h"
 #include "mp/mp_util.h"
 
+using fault::checkedAllReduce;
 using fault::initCpu;
 using fault::sleepMs;
 
@@ -203,6 +205,39 @@ TEST(SilentWrong, RewrittenPidInAPeersHeaderDoesNotRedirectItsReads) {
     }
     for (size_t i = 0; i < whole.size(); ++i) {
       if (whole[i] != static_cast<float>(100000 * (i / kBlock) + i % kBlock)) return 12;
+    }
+    symmarCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+}
+
+// A waiting rank looks its peer up in /proc (has it exited?) only where the peer's pid names a
+// process of its own pid namespace. Rank 1 marks its header as of another namespace, with the pid
+// of a process that has exited here, and arrives late; rank 0, waiting past its spin phase, must
+// not take the peer for exited: both ranks' allreduce succeeds, exact.
+TEST(SilentWrong, APeerInAnotherPidNamespaceIsNotTakenForExited) {
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  auto status = mp::runForked(2, [&](int rank) {
+    symmarComm_t comm = initCpu(id, 2, rank, 5000);
+    if (!comm) return 10;
+    if (rank == 1) {
+      const pid_t gone = fork();  // a pid that names no live process here once reaped
+      if (gone == 0) _exit(0);
+      if (gone < 0 || waitpid(gone, nullptr, 0) != gone) return 20;
+      auto* header = reinterpret_cast<symmar::SegmentHeader*>(ownSegment());
+      if (!header) return 21;
+      header->pid = gone;
+      header->pid_ns ^= 2;  // another namespace than rank 0's (the same as this one's until now)
+      usleep(400 * 1000);
+    }
+    bool wrong = false;
+    const symmarResult_t res = checkedAllReduce(comm, rank, 2, 64, 0, &wrong, symmarAlgoOneShot);
+    if (res != symmarSuccess || wrong) {
+      fprintf(stderr, "rank %d: %s: %s\n", rank, symmarGetErrorString(res), symmarGetLastError(comm));
+      return 11;
     }
     symmarCommDestroy(comm);
     return 0;
