@@ -16,6 +16,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "core/call.h"
 #include "core/schedule.h"
 #include "cuda/kernel_args.h"
 #include "cuda/ptx.cuh"
@@ -32,6 +33,7 @@ namespace gpu {
 
 struct BlockShared {
   uint64_t input_offset[kMaxRanks];  ///< every rank's input offset from the last start barrier
+  uint64_t call_signature;           ///< KernelArgs::signature numbered by the calls done (blockBegin)
   uint32_t done_epoch;               ///< set in the last block: the done-flag value it published
   int abort;                         ///< a spin of this block timed out or a peer failed
   int failed_before;                 ///< the comm had failed before this kernel started
@@ -167,6 +169,7 @@ __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh,
   const int t = threadIdx.x;
   *epoch = a.state->start_epoch[blockIdx.x];
   const uint32_t calls = a.state->end_epoch;
+  if (t == 0) sh->call_signature = numberedSignature(a.signature, calls);
   if (t < a.world && t != a.rank &&
       !spinUntil(a, flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd), calls, t)) {
     markAbort(sh);
@@ -175,9 +178,12 @@ __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh,
   return sh->abort == 0;
 }
 
-/// Start-slot barrier of this block: thread p pushes epoch and input offset into peer p's pad (after
-/// the block's writes: the barrier orders them before the release), then waits on this rank's pad
-/// for peer p's. sh->input_offset[p] receives peer p's input offset. False on failure.
+/// Start-slot barrier of this block: thread p pushes epoch, input offset and the call's numbered
+/// signature into peer p's pad (after the block's writes: the barrier orders them before the
+/// release), then waits on this rank's pad for peer p's. sh->input_offset[p] receives peer p's
+/// input offset. A peer whose signature differs made another call (or its calls went out of step
+/// with this rank's): the comm fails on both ranks (symmarInvalidUsage), where the call would
+/// otherwise have paired with it. False on failure.
 __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* sh, uint32_t* epoch,
                                              uint64_t input_offset) {
   const uint32_t e = sched::nextEpoch(*epoch);
@@ -190,16 +196,23 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
     uint32_t* out = flagIn(padOf(a, t), a.rank, b, sched::kSlotStart);
     ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(out) + sched::kFlagInputWord),
                             input_offset);
+    ptx::st_relaxed_sys_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(out) + kFlagSignatureWord),
+                            sh->call_signature);
     ptx::st_release_sys(out, e);
     const uint32_t* in = flagIn(padOf(a, a.rank), t, b, sched::kSlotStart);
     if (spinUntil(a, in, e, t)) {
       const uint64_t d = ptx::ld_relaxed_sys_u64(
           reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(in) + sched::kFlagInputWord));
       sh->input_offset[t] = d;
-      // A peer's input offset is an offset into its mapping: one outside its user heap would make
-      // this rank read outside the mapping. Fail the call instead.
-      if (d != kStagedInput && (d - a.input_lo >= a.input_span || d % sched::kVecBytes != 0)) {
-        reportFailure(a, t, symmarPeerFailure, kReasonBadInputOffset);
+      const uint64_t sig = ptx::ld_relaxed_sys_u64(
+          reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(in) + kFlagSignatureWord));
+      // Another call fails the comm; so does an input offset outside the peer's user heap (an
+      // offset into its mapping: this rank would read outside the mapping). One report for both
+      // keeps one copy of its code in every kernel's barrier.
+      const bool other_call = sig != sh->call_signature;
+      if (other_call || (d != kStagedInput && (d - a.input_lo >= a.input_span || d % sched::kVecBytes != 0))) {
+        reportFailure(a, t, other_call ? symmarInvalidUsage : symmarPeerFailure,
+                      other_call ? kReasonCallMismatch : kReasonBadInputOffset);
         markAbort(sh);
       }
     } else {

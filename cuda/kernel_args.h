@@ -54,6 +54,12 @@ SYMMAR_HD size_t padP2pOffset(int from) {
 }
 /// Bytes of a rank's GPU signal pad.
 constexpr size_t kPadBytes = kPadFlagBytes + 3 * sched::kFlagStride;
+/// In a start-slot flag line, after the epoch and the input offset (sched::kFlagInputWord): the
+/// call's signature numbered by the rank's calls done (KernelArgs::signature, DeviceState::
+/// end_epoch), so peers whose calls differ, or went out of step, never pass a barrier together.
+constexpr size_t kFlagSignatureWord = 16;
+static_assert(kFlagSignatureWord >= sched::kFlagInputWord + 8 && kFlagSignatureWord + 8 <= sched::kFlagStride,
+              "the signature has a word of its own in the line");
 
 /// Peer-access probe: bytes of each pattern region in the staging buffer (region 0: the rank's own
 /// pattern, which peers load; region 1 + r: the pattern rank r stores here). 9 regions fit the
@@ -100,7 +106,7 @@ enum FailureReason : int {
   kReasonTimeout = 1,         ///< a spin on the status peer passed the timeout
   kReasonBadInputOffset = 2,  ///< the status peer published an input offset outside its heap
   kReasonPeerFailed = 3,      ///< the status peer had already failed (its failed word was set)
-  kReasonCallMismatch = 4,    ///< the status peer's lamport call had another count, dtype, op or place in the order
+  kReasonCallMismatch = 4,    ///< the status peer's call had another signature or place in the order
 };
 
 struct KernelArgs {
@@ -124,6 +130,9 @@ struct KernelArgs {
   DeviceState* state;
   volatile int* status;      ///< device view of the mapped host status words
   long long timeout_ns;      ///< bound of every spin, in %globaltimer nanoseconds
+  /// The call as peers compare it (core/call.h's callSignature of the allreduce, reduce-scatter or
+  /// all-gather, or fused call), published with every start barrier; never 0.
+  uint64_t signature;
   // The fused allreduce + residual add + RMSNorm (send = input, recv = residual_out, count =
   // tokens x hidden); unused by the plain allreduce kernels.
   const void* residual_in;  ///< or nullptr

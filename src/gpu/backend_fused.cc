@@ -25,7 +25,7 @@ symmarResult_t CudaBackend::allReduceAddRmsNorm(const AddRmsNormCall& call) {
   if (!kernel) return fail(symmarUnsupported, "no fused kernel for this dtype");
   DeviceGuard guard(device_);
   int grid = 1;
-  KernelArgs a = makeAddRmsNormArgs(lc, call, &grid);
+  KernelArgs a = makeAddRmsNormArgs(lc, call, algo, &grid);
   return launch(kernel, grid, kThreads, &a, static_cast<cudaStream_t>(call.stream));
 }
 

@@ -234,6 +234,7 @@ symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
   }
   const LaunchContext lc = launchContext();
   KernelArgs a = makeKernelArgs(lc, c.send, c.recv, c.count, c.dtype, c.algo);
+  a.signature = callSignature(c);
   return launch(kernel, gridFor(lc, c.count, c.dtype, c.algo), threadsFor(c.algo), &a, s);
 }
 
@@ -287,8 +288,8 @@ symmarResult_t CudaBackend::asyncError() {
       return fail(code, "rank %d: rank %d published an input offset outside its heap (block %d); the comm is failed",
                   self, peer, block);
     case kReasonCallMismatch:
-      return fail(code, "rank %d: rank %d's lamport call differed in count, dtype, op or order (every rank must "
-                  "make the same calls in the same order); the comm is failed", self, peer);
+      return fail(code, "rank %d: rank %d's call differed in collective, count, dtype, op, algorithm or order "
+                  "(every rank must make the same calls in the same order); the comm is failed", self, peer);
     case kReasonPeerFailed:
       return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", self, peer);
     default:

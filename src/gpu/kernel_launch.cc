@@ -112,6 +112,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.state = ctx.state;
   a.status = ctx.status;
   a.timeout_ns = ctx.timeout_ns;
+  a.signature = callSignature(count, dtype, symmarSum, algo);  // the callers name their own call
   return a;
 }
 
@@ -137,6 +138,7 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
   const size_t block = count * kelem, input = scatter ? block * static_cast<size_t>(ctx.world) : block;
   const bool through_switch = c.algo == symmarAlgoMultimem;
   KernelArgs a = makeKernelArgs(ctx, c.send, c.recv, count, kdtype, symmarAlgoOneShot);
+  a.signature = callSignature(c);
   a.recv_count = scatter ? 0 : count * static_cast<size_t>(ctx.world);
   // A reduce-scatter stages the world blocks' chunks side by side in a half, and the multimem
   // all-gather gathers the world's chunks side by side in one.
@@ -179,9 +181,10 @@ void setNormArgs(const AddRmsNormCall& call, KernelArgs* a) {
 }
 }  // namespace
 
-KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, int* grid) {
+KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid) {
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
                                 symmarAlgoTwoShot);
+  a.signature = callSignature(call, form);
   a.send_offset = kStagedInput;  // the fused kernels always stage their rows
   a.aligned = 0;
   setNormArgs(call, &a);

@@ -103,15 +103,17 @@ Launch EmuComm::launchOf(int r, const EmuCall& call) const {
     return Launch{kernel, kernel ? grid : 0, a, nullptr, gpu::kThreads};
   }
   const void* kernel = gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast);
-  const gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
-                                                call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
+  gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
+                                          call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
+  a.signature = callSignature(call.count, call.dtype, call.op, call.algo);  // as the backend names the call
   return Launch{kernel, kernel ? gpu::gridFor(context(r), call.count, call.dtype, call.algo) : 0, a, nullptr,
                 gpu::threadsFor(call.algo)};
 }
 
 Launch EmuComm::addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot) const {
   int grid = 1;
-  const gpu::KernelArgs a = gpu::makeAddRmsNormArgs(context(r), c, &grid);
+  const gpu::KernelArgs a =
+      gpu::makeAddRmsNormArgs(context(r), c, two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot, &grid);
   if (gpu::addRmsNormRowsPerChunk(context(r), c, two_shot) == 0) grid = 0;
   return Launch{gpu::addRmsNormKernel(c.dtype, two_shot), grid, a};
 }

@@ -1,5 +1,5 @@
 // Failures that need ranks out of step: a rank held at a chosen flag (the emulator's acquire hook)
-// while its peer times out, gives up and reuses its buffers.
+// while its peer times out, gives up and reuses its buffers; ranks that make different calls.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -134,6 +134,52 @@ TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
     for (size_t i = n; i < n + 8; ++i) {
       ASSERT_EQ(res[r][i], 0x1234) << "rank " << r << ": written past the call";
       ASSERT_EQ(q[r][i], 0x11) << "rank " << r << ": written past the call";
+    }
+  }
+}
+
+// Ranks that make different calls: each rank's start barrier carries its call's signature, so a
+// mismatch fails the comm on every rank (symmarInvalidUsage) instead of pairing the calls. Each
+// pair runs on a fresh comm with one block a call, so both ranks meet at the same flags: another
+// count (rank 0 would read the tail of rank 1's staging, left by an earlier call), another op, and
+// another algorithm. A matched call first leaves data in the staging.
+TEST(MismatchedCalls, FailOnEveryRankInsteadOfPairing) {
+  struct Side {
+    symmarAlgo_t algo;
+    symmarRedOp_t op;
+    size_t count;
+  };
+  const std::vector<std::pair<Side, Side>> pairs = {
+      {{symmarAlgoOneShot, symmarSum, 512}, {symmarAlgoOneShot, symmarSum, 500}},
+      {{symmarAlgoOneShot, symmarSum, 512}, {symmarAlgoOneShot, symmarMax, 512}},
+      {{symmarAlgoOneShot, symmarSum, 512}, {symmarAlgoTwoShot, symmarSum, 512}},
+  };
+  for (const auto& [side0, side1] : pairs) {
+    EmuOptions o;
+    o.world = 2;
+    o.blocks = 1;
+    o.multicast = false;
+    o.timeout_ms = 2000;
+    EmuComm comm(o);
+    std::vector<std::vector<char>> send(2, std::vector<char>(512 * 4)), recv = send;
+    for (int r = 0; r < 2; ++r) fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), 512, r, 1);
+    EmuCall matched{symmarAlgoOneShot, symmarFloat32, symmarSum, 512, {send[0].data(), send[1].data()},
+                    {recv[0].data(), recv[1].data()}};
+    ASSERT_TRUE(comm.run(matched));
+    ASSERT_EQ(comm.status(0)[gpu::kStatusCode], 0);
+    std::vector<Launch> launches;
+    int r = 0;
+    for (const Side& side : {side0, side1}) {
+      EmuCall c{side.algo, symmarFloat32, side.op, side.count, {send[0].data(), send[1].data()},
+                {recv[0].data(), recv[1].data()}};
+      launches.push_back(comm.launchOf(r++, c));
+    }
+    runConcurrently(launches);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(comm.status(rank)[gpu::kStatusCode], symmarInvalidUsage)
+          << "rank " << rank << ": " << symmarAlgoName(side0.algo) << " " << side0.count << " against "
+          << symmarAlgoName(side1.algo) << " " << side1.count;
+      EXPECT_EQ(comm.status(rank)[gpu::kStatusReason], gpu::kReasonCallMismatch) << "rank " << rank;
     }
   }
 }

@@ -80,15 +80,18 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   o.world = 2;
   o.timeout_ms = 2000;
   EmuComm comm(o);
-  // Rank 1 arrives at block 0's first barrier with an input offset 1 TiB into its allocation: it
-  // pushes both into its line of rank 0's pad.
-  char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
-  uint32_t* flag = reinterpret_cast<uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
-  std::memcpy(reinterpret_cast<char*>(flag) + sched::kFlagInputWord, &kHugeOffset, sizeof(kHugeOffset));
-  *flag = 1;
   std::vector<char> send(4096), recv(4096);
   const gpu::KernelArgs a0 =
       gpu::makeKernelArgs(comm.context(0), send.data(), recv.data(), 512, symmarFloat32, symmarAlgoTwoShot);
+  // Rank 1 arrives at block 0's first barrier of the same call (its signature, numbered by the
+  // calls done: none) with an input offset 1 TiB into its allocation: it pushes all three into its
+  // line of rank 0's pad.
+  char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
+  uint32_t* flag = reinterpret_cast<uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
+  const uint64_t signature = numberedSignature(a0.signature, comm.state(0).end_epoch);
+  std::memcpy(reinterpret_cast<char*>(flag) + sched::kFlagInputWord, &kHugeOffset, sizeof(kHugeOffset));
+  std::memcpy(reinterpret_cast<char*>(flag) + gpu::kFlagSignatureWord, &signature, sizeof(signature));
+  *flag = 1;
   runConcurrently({Launch{gpu::kernelOf(symmarAlgoTwoShot, symmarFloat32, symmarSum, false), 1, a0}});
   EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarPeerFailure);
   EXPECT_EQ(comm.status(0)[gpu::kStatusPeer], 1);
