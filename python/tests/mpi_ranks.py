@@ -2,7 +2,9 @@
 line "RESULT <json list, one entry per rank>" (gathered, so no two ranks' lines interleave);
 test_mpi.py checks it. Modes: compare, timeout."""
 import json
+import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -12,6 +14,11 @@ import symmar
 import symmar.mpi
 
 TIMEOUT_MS = 20000
+# A host row at world 4 that starts with the mpi fallback (the built-in rows no longer do), so the
+# comms' descriptions and plans show whether they have it.
+MPI_FIRST_ROW = {"rows": [{"arch": "host", "link": "host", "world": 4, "source": "test: mpi first",
+                           "algos": [{"algo": "mpi", "max_bytes": "1K"}, {"algo": "oneshot", "max_bytes": "64K"},
+                                     {"algo": "twoshot", "max_bytes": "unbounded"}]}]}
 
 
 def compare(world):
@@ -20,8 +27,11 @@ def compare(world):
     failures, modes = [], {}
     eps = {"float32": 2.0 ** -23, "float64": 2.0 ** -52, "int32": 0.0}
     mpi_ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+    fd, table = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(MPI_FIRST_ROW, f)
     for fallback in (False, "auto"):
-        comm = symmar.mpi.from_mpi(world, fallback=fallback, timeout_ms=TIMEOUT_MS)
+        comm = symmar.mpi.from_mpi(world, fallback=fallback, timeout_ms=TIMEOUT_MS, table_file=table)
         desc = comm.describe()
         modes[str(fallback)] = {"describe": desc, "plan16": comm.plan(16, "float32")}
         seed = 0

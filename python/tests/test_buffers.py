@@ -3,6 +3,7 @@ pointer call, op avg, symmetric buffers, and describe/plan telling the truth for
 Ranks are threads of this process (Comm.init_all); values are checked against float64 sums."""
 import array
 import ctypes
+import json
 
 import numpy as np
 import pytest
@@ -125,15 +126,20 @@ def test_views_keep_the_heap_mapped_after_close():
     del view, buf
 
 
-def test_describe_and_plan_tell_what_this_comm_runs():
-    """Regression: at world 4 the host row starts with mpi<=1K; a comm without the MPI fallback
+def test_describe_and_plan_tell_what_this_comm_runs(tmp_path):
+    """Regression: with a host row that starts with mpi<=1K, a comm without the MPI fallback
     described it as if it ran, although small requests ran oneshot."""
-    comms = symmar.Comm.init_all(4, devices=["cpu"] * 4)
+    table = tmp_path / "mpi_first.json"
+    table.write_text(json.dumps({"rows": [{"arch": "host", "link": "host", "world": 4, "source": "test",
+                                           "algos": [{"algo": "mpi", "max_bytes": "1K"},
+                                                     {"algo": "oneshot", "max_bytes": "unbounded"}]}]}))
+    comms = symmar.Comm.init_all(4, devices=["cpu"] * 4, table_file=str(table))
     try:
         text = comms[0].describe()
         assert "mpi<=1K (not on this comm: this comm has no such fallback)" in text, text
         assert comms[0].plan(16, "float32") == "oneshot"
-        assert symmar.plan(cc=(0, 0), link="host", world=4, count=16, dtype="float32") == "mpi"  # assumes MPI
+        # Past a GPU row's last threshold the pure planner names the usual fallback.
+        assert symmar.plan(cc=(8, 9), link="pcie", world=8, count=1 << 24, dtype="float32") == "nccl"
     finally:
         for c in comms:
             c.close()

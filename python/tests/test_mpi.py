@@ -36,7 +36,7 @@ def test_from_mpi_matches_mpi_allreduce(nranks):
     for rank, res in results.items():
         assert not res["failures"], "rank %d:\n%s" % (rank, "\n".join(res["failures"][:20]))
     modes = results[0]["modes"]
-    if nranks == 4:  # the host row at world 4 starts with mpi<=1K
+    if nranks == 4:  # mpi_ranks.py's host row at world 4 starts with mpi<=1K
         assert "mpi<=1K (not on this comm: this comm has no such fallback)" in modes["False"]["describe"], modes
         assert modes["False"]["plan16"] != "mpi", modes
         if "(not on this comm" not in modes["auto"]["describe"]:  # libsymmar_mpi was usable

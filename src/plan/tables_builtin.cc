@@ -292,9 +292,11 @@ const Spec kSpecs[] = {
      symmarLinkHostMemory,
      4,
      8,
-     {{symmarAlgoMpi, 1 * KiB}, {ONE, 64 * KiB}, {TWO, kUnbounded}},
-     "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29 (MPI's yielding wait wins "
-     "the tiniest sizes there; lamport measured 2026-11-30 at 15 us vs mpi 13 us at 4 B there, so no lamport)"},
+     {{ONE, 64 * KiB}, {TWO, kUnbounded}},
+     "symmar_tune, 4 ranks oversubscribed on 2 cores, float, margin 0.1, 2026-11-29; lamport measured 2026-11-30 "
+     "at 15 us vs mpi 13 us at 4 B there, so no lamport; no mpi since calls it serves meet at a barrier first "
+     "(symmar_perf -A oneshot,lamport,mpi, 4-1024 B, 2026-12-05: oneshot 24-37 us vs mpi 26-42 at 4 ranks, "
+     "3 runs; 52-78 vs 77-107 at 8 ranks, 2 runs)"},
 
     // ---- host backend: reduce-scatter and all-gather (bytes: the whole buffer; no two-shot form:
     // one-shot is the direct form over shared memory, lamport the one without a barrier) ----

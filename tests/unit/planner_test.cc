@@ -168,7 +168,7 @@ TEST(Planner, ResolveServesTheExpectedRow) {
       {7, 5, symmarLinkNvSwitch, 16, kArchDefault, 8, symmarAlgoOneShot, 256 * KiB, 16 * MiB},
       {13, 0, symmarLinkNvLink, 1, kArchDefault, 2, symmarAlgoOneShot, 1 * MiB, 16 * MiB},
       // Host ranks.
-      {0, 0, symmarLinkHostMemory, 16, kArchHost, 8, symmarAlgoMpi, 1 * KiB, kUnbounded},
+      {0, 0, symmarLinkHostMemory, 16, kArchHost, 8, symmarAlgoOneShot, 64 * KiB, kUnbounded},
   };
   for (const Case& c : cases) {
     const TableRow* row = t.resolve(c.major, c.minor, c.link, c.world);
