@@ -160,8 +160,9 @@ TEST(SilentWrong, UnfusedFusedCallsOfOtherShapesDoNotPair) {
     const symmarResult_t shapes = symmarAllReduceAddRmsNorm(&a, comm, nullptr);
     a.tokens = 2;
     a.hidden = 8;
-    const symmarResult_t against_plain = rank == 0 ? symmarAllReduceAddRmsNorm(&a, comm, nullptr)
-                                                   : symmarAllReduce(in, res, 16, symmarFloat32, symmarSum, comm, nullptr);
+    const symmarResult_t against_plain =
+        rank == 0 ? symmarAllReduceAddRmsNorm(&a, comm, nullptr)
+                  : symmarAllReduce(in, res, 16, symmarFloat32, symmarSum, comm, nullptr);
     if (shapes != symmarInvalidUsage || against_plain != symmarInvalidUsage) {
       fprintf(stderr, "rank %d: mismatched calls returned %s and %s\n", rank, symmarGetErrorString(shapes),
               symmarGetErrorString(against_plain));
