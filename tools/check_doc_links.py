@@ -12,6 +12,7 @@ Links to other sites (scheme://, mailto:) are not followed.
 Usage: tools/check_doc_links.py [ROOT]   (exit 1 and one line per broken link)
        tools/check_doc_links.py --self-test   (plants broken links in a scratch tree; must catch them)
 """
+import functools
 import os
 import re
 import sys
@@ -40,23 +41,23 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
-def anchors(path, cache={}):
-    if path not in cache:
-        found, seen, in_fence = set(), {}, False
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if FENCE.match(line):
-                    in_fence = not in_fence
-                    continue
-                m = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-                if not m:
-                    continue
-                base = slug(m.group(1))
-                n = seen.get(base, 0)
-                seen[base] = n + 1
-                found.add(base if n == 0 else "%s-%d" % (base, n))
-        cache[path] = found
-    return cache[path]
+@functools.lru_cache(maxsize=None)
+def anchors(path):
+    """The anchors of the headings of a Markdown file (outside fenced blocks)."""
+    found, seen, in_fence = set(), {}, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if FENCE.match(line):
+                in_fence = not in_fence
+                continue
+            m = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if not m:
+                continue
+            base = slug(m.group(1))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else "%s-%d" % (base, n))
+    return found
 
 
 def check(root):

@@ -52,14 +52,9 @@ symmarResult_t symmar::runAllReduce(symmarComm* comm, AllReduceCall call, const 
   }
   symmarResult_t res = symmarSuccess;
   if (algo == symmarAlgoMpi) {  // the engine's or libsymmar_mpi's fallback, held by the comm
-    if (call.stream != nullptr) return fail(symmarInvalidArgument, "%s: the mpi fallback takes no stream (NULL)", fn);
-    // The fallback pairs calls by order alone: the call meets its peers' first, and count 0 (for
-    // which it would make no call at all) ends there.
-    res = comm->backend->matchCall(callSignature(call));
-    if (res == symmarSuccess && count > 0) {
-      res = comm->fallback_fn(call.send, call.recv, count, dtype, op, comm->fallback_user);
-      if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
-    }
+    res = runOnFallback(comm, callSignature(call), count, call.stream, fn, [&] {
+      return comm->fallback_fn(call.send, call.recv, count, dtype, op, comm->fallback_user);
+    });
   } else {
     res = comm->backend->allReduce(call);
   }

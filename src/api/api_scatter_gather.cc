@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/checks.h"
+#include "api/collective.h"
 #include "api/guard.h"
 #include "core/names.h"
 #include "plan/planner.h"
@@ -37,15 +38,11 @@ symmarResult_t scatterGather(ScatterGatherCall c, symmarComm* comm, const char* 
   }
   symmarResult_t res = symmarSuccess;
   if (c.algo == symmarAlgoMpi) {  // the host fallback's form of this collective, held by the comm
-    if (c.stream != nullptr) return fail(symmarInvalidArgument, "%s: the mpi fallback takes no stream (NULL)", fn);
-    // As for an allreduce (runAllReduce): matched with the peers' calls first; count 0 ends there.
-    res = comm->backend->matchCall(callSignature(c));
-    if (res == symmarSuccess && c.count > 0) {
-      res = c.coll == Collective::kReduceScatter
-                ? comm->fallback_reduce_scatter(c.send, c.recv, c.count, c.dtype, c.op, comm->fallback_user)
-                : comm->fallback_all_gather(c.send, c.recv, c.count, c.dtype, comm->fallback_user);
-      if (res != symmarSuccess && threadLastError().empty()) fail(res, "%s: the mpi fallback failed", fn);
-    }
+    res = runOnFallback(comm, callSignature(c), c.count, c.stream, fn, [&] {
+      return c.coll == Collective::kReduceScatter
+                 ? comm->fallback_reduce_scatter(c.send, c.recv, c.count, c.dtype, c.op, comm->fallback_user)
+                 : comm->fallback_all_gather(c.send, c.recv, c.count, c.dtype, comm->fallback_user);
+    });
   } else {
     res = comm->backend->scatterGather(c);
   }

@@ -233,8 +233,7 @@ symmarResult_t CudaBackend::allReduce(const AllReduceCall& c) {
                 dtypeName(c.dtype), opName(c.op));
   }
   const LaunchContext lc = launchContext();
-  KernelArgs a = makeKernelArgs(lc, c.send, c.recv, c.count, c.dtype, c.algo);
-  a.signature = callSignature(c);
+  KernelArgs a = makeKernelArgs(lc, c.send, c.recv, c.count, c.dtype, c.algo, callSignature(c));
   return launch(kernel, gridFor(lc, c.count, c.dtype, c.algo), threadsFor(c.algo), &a, s);
 }
 

@@ -91,7 +91,7 @@ void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uin
 }
 
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                          symmarAlgo_t algo) {
+                          symmarAlgo_t algo, uint64_t signature) {
   const size_t elem = symmarTypeSize(dtype);
   KernelArgs a{};
   a.send = send;
@@ -112,7 +112,7 @@ KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv
   a.state = ctx.state;
   a.status = ctx.status;
   a.timeout_ns = ctx.timeout_ns;
-  a.signature = callSignature(count, dtype, symmarSum, algo);  // the callers name their own call
+  a.signature = signature;
   return a;
 }
 
@@ -137,8 +137,7 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
   const symmarDataType_t kdtype = scatter ? c.dtype : (kelem == 2 ? symmarFloat16 : symmarFloat32);
   const size_t block = count * kelem, input = scatter ? block * static_cast<size_t>(ctx.world) : block;
   const bool through_switch = c.algo == symmarAlgoMultimem;
-  KernelArgs a = makeKernelArgs(ctx, c.send, c.recv, count, kdtype, symmarAlgoOneShot);
-  a.signature = callSignature(c);
+  KernelArgs a = makeKernelArgs(ctx, c.send, c.recv, count, kdtype, symmarAlgoOneShot, callSignature(c));
   a.recv_count = scatter ? 0 : count * static_cast<size_t>(ctx.world);
   // A reduce-scatter stages the world blocks' chunks side by side in a half, and the multimem
   // all-gather gathers the world's chunks side by side in one.
@@ -183,8 +182,7 @@ void setNormArgs(const AddRmsNormCall& call, KernelArgs* a) {
 
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid) {
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
-                                symmarAlgoTwoShot);
-  a.signature = callSignature(call, form);
+                                symmarAlgoTwoShot, callSignature(call, form));
   a.send_offset = kStagedInput;  // the fused kernels always stage their rows
   a.aligned = 0;
   setNormArgs(call, &a);

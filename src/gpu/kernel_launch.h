@@ -64,9 +64,10 @@ void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uin
 int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symmarAlgo_t algo = symmarAlgoOneShot);
 /// Threads per block of the kernel serving algo.
 int threadsFor(symmarAlgo_t algo);
-/// Everything a kernel needs for one call.
+/// Everything a kernel needs for one call; signature: the call's as peers compare it (core/call.h's
+/// callSignature of the call the kernel serves).
 KernelArgs makeKernelArgs(const LaunchContext& ctx, const void* send, void* recv, size_t count, symmarDataType_t dtype,
-                          symmarAlgo_t algo);
+                          symmarAlgo_t algo, uint64_t signature);
 /// A reduce-scatter or all-gather (call.coll) by one-shot or multimem (call.algo): the kernel's
 /// arguments (count: one rank's block, in the kernel's element: an all-gather of 8-byte elements
 /// moves twice as many 4-byte ones); *grid receives the blocks to launch, the same on every rank.

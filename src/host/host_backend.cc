@@ -205,7 +205,7 @@ symmarResult_t HostBackend::checkNotBroken() const {
 symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
   SYMMAR_CHECK(checkCallable(c.stream));
   const Call call{static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dtype, c.op, c.algo,
-                  c.elem(), c.matched_as};
+                  c.elem(), callSignature(c)};
   const size_t count = c.count;
   const symmarAlgo_t algo = c.algo;
   if (world_ == 1) {
@@ -221,7 +221,7 @@ symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
   // its peers' next call.
   if (algo == symmarAlgoLamport) return runLamport(call);  // count 0 too: it takes part the same way
   if (count == 0) {
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, call.signature()));
+    SYMMAR_CHECK(matchCall(call.signature));
     return combineFromOutput(call, 0, 0, nullptr);
   }
   return algo == symmarAlgoOneShot ? runOneShot(call) : runTwoShot(call);
@@ -229,7 +229,7 @@ symmarResult_t HostBackend::allReduce(const AllReduceCall& c) {
 
 symmarResult_t HostBackend::matchCall(uint64_t signature) {
   SYMMAR_CHECK(checkNotBroken());
-  // Like a count-0 call: a barrier that compares signatures and moves nothing. Across hosts it
+  // A barrier that compares signatures and moves nothing (count-0 calls take it too). Across hosts it
   // matches this host's ranks (the fallback's own collective spans the hosts); hosts of different
   // sizes share no memory to meet in, and their calls pair by order alone, as the fallback's do.
   if (!heap_ || world_ == 1) return symmarSuccess;

@@ -55,8 +55,7 @@ class HostBackend : public Backend {
     symmarRedOp_t op;
     symmarAlgo_t algo;
     size_t elem;
-    uint64_t matched_as;  // AllReduceCall::matched_as
-    uint64_t signature() const { return matched_as != 0 ? matched_as : callSignature(count, dtype, op, algo); }
+    uint64_t signature;  // callSignature of the AllReduceCall: what peers compare
   };
 
   explicit HostBackend(const BackendContext& ctx);
@@ -65,7 +64,8 @@ class HostBackend : public Backend {
   symmarResult_t checkCallable(void* stream) const;
   /// symmarInvalidUsage where an earlier call broke the comm (a lamport or inter-host mismatch).
   symmarResult_t checkNotBroken() const;
-  /// A call the host fallback moves: its signature meets the local peers' at a barrier first.
+  /// A call that moves nothing here (count 0, or one the host fallback moves): its signature
+  /// meets the local peers' at a barrier.
   symmarResult_t matchCall(uint64_t signature) override;
   /// A comm an earlier call broke (checkNotBroken) reports it, with its cause.
   symmarResult_t asyncError() override { return checkNotBroken(); }

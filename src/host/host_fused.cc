@@ -31,7 +31,7 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     // Nothing to move (and no row size to divide by), but the call still takes part like a count-0
     // allreduce: its signature meets the peers' at a barrier, so a rank that skipped the call or
     // made another is caught instead of being paired with its peers' next call.
-    return sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c, algo));
+    return matchCall(callSignature(c, algo));
   }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;

@@ -51,7 +51,7 @@ symmarResult_t HostBackend::combineFromOutput(const Call& c, size_t begin, size_
 
 symmarResult_t HostBackend::combineStaged(const Call& c, size_t begin, size_t n, char* publish) {
   if (!inter_host_) return symmarSuccess;
-  return interHostStage(inter_host_->combine(c.recv + begin * c.elem, publish, n, c.dtype, c.op, c.signature()));
+  return interHostStage(inter_host_->combine(c.recv + begin * c.elem, publish, n, c.dtype, c.op, c.signature));
 }
 
 symmarResult_t HostBackend::interHostStage(symmarResult_t res) {

@@ -142,7 +142,7 @@ void HostBackend::retireLamportBuffer(size_t bytes) {
 
 symmarResult_t HostBackend::runLamport(const Call& c) {
   // The dtype and the size were checked against lamport's record (plan/algorithms.cc) before the call.
-  SYMMAR_CHECK(lamportExchange({c.signature(), c.send, 0, c.count * c.elem, c.elem, true}));
+  SYMMAR_CHECK(lamportExchange({c.signature, c.send, 0, c.count * c.elem, c.elem, true}));
   reduceRanks(c.recv, nullptr, srcs_.data(), world_, c.count, c.dtype, c.op);
   retireLamportBuffer(c.count * c.elem);
   return combineFromOutput(c, 0, c.count, nullptr);

@@ -21,7 +21,7 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
     copyBytes(staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature() : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
     last_read_half_ = half;
     if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output

@@ -53,7 +53,7 @@ symmarResult_t HostBackend::scatterGather(const ScatterGatherCall& c) {
   }
   if (c.algo == symmarAlgoLamport) return runLamportScatterGather(c);  // host_lamport.cc; count 0 too
   if (c.count == 0) {  // moves nothing, but takes part in call matching like any other call
-    return sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c));
+    return matchCall(callSignature(c));
   }
   return c.coll == Collective::kReduceScatter ? runReduceScatter(c) : runAllGather(c);
 }

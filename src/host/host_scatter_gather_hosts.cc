@@ -34,7 +34,7 @@ symmarResult_t HostBackend::scatterGatherAcrossHosts(const ScatterGatherCall& c)
     return fail(symmarInternalError, "host backend: no rank layout for %zu hosts x %d ranks", hosts, world_);
   }
   if (c.count == 0) {  // no data, but the call is matched within the host and between hosts
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, callSignature(c)));
+    SYMMAR_CHECK(matchCall(callSignature(c)));
     return interHostStage(inter_host_->gather(nullptr, 0, c.dtype, callSignature(c)));
   }
   const size_t elem = c.elem();

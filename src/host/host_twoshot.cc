@@ -42,7 +42,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       copyBytes(staged, src, off);
       copyBytes(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
     }
-    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature() : 0));
+    SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature : 0));
     const uint32_t start_epoch = sync_->epoch();
 
     for (int p = 0; p < world_; ++p) {

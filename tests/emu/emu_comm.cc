@@ -103,9 +103,9 @@ Launch EmuComm::launchOf(int r, const EmuCall& call) const {
     return Launch{kernel, kernel ? grid : 0, a, nullptr, gpu::kThreads};
   }
   const void* kernel = gpu::kernelOf(call.algo, call.dtype, call.op, o_.multicast);
-  gpu::KernelArgs a = gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)],
-                                          call.recv[static_cast<size_t>(r)], call.count, call.dtype, call.algo);
-  a.signature = callSignature(call.count, call.dtype, call.op, call.algo);  // as the backend names the call
+  const gpu::KernelArgs a =
+      gpu::makeKernelArgs(context(r), call.send[static_cast<size_t>(r)], call.recv[static_cast<size_t>(r)], call.count,
+                          call.dtype, call.algo, callSignature(call.count, call.dtype, call.op, call.algo));
   return Launch{kernel, kernel ? gpu::gridFor(context(r), call.count, call.dtype, call.algo) : 0, a, nullptr,
                 gpu::threadsFor(call.algo)};
 }

@@ -236,10 +236,12 @@ TEST(LamportFailure, AMismatchedCallFailsOnEveryRank) {
   o.multicast = false;
   EmuComm comm(o);
   std::vector<std::vector<char>> buf(2, std::vector<char>(8192));
-  gpu::KernelArgs a0 = gpu::makeKernelArgs(comm.context(0), buf[0].data(), buf[0].data(), 500, symmarFloat32,
-                                           symmarAlgoLamport);
-  gpu::KernelArgs a1 = gpu::makeKernelArgs(comm.context(1), buf[1].data(), buf[1].data(), 1000, symmarFloat32,
-                                           symmarAlgoLamport);
+  const auto args = [&](int r, size_t count) {
+    return gpu::makeKernelArgs(comm.context(r), buf[static_cast<size_t>(r)].data(), buf[static_cast<size_t>(r)].data(),
+                               count, symmarFloat32, symmarAlgoLamport,
+                               callSignature(count, symmarFloat32, symmarSum, symmarAlgoLamport));
+  };
+  const gpu::KernelArgs a0 = args(0, 500), a1 = args(1, 1000);
   const void* k = gpu::kernelOf(symmarAlgoLamport, symmarFloat32, symmarSum, false);
   runConcurrently({Launch{k, 1, a0, nullptr, gpu::kLamportThreads}, Launch{k, 1, a1, nullptr, gpu::kLamportThreads}});
   EXPECT_NE(comm.status(0)[gpu::kStatusCode], 0) << "rank 0 saw rank 1's header: another count";

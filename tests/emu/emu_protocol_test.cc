@@ -82,7 +82,8 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   EmuComm comm(o);
   std::vector<char> send(4096), recv(4096);
   const gpu::KernelArgs a0 =
-      gpu::makeKernelArgs(comm.context(0), send.data(), recv.data(), 512, symmarFloat32, symmarAlgoTwoShot);
+      gpu::makeKernelArgs(comm.context(0), send.data(), recv.data(), 512, symmarFloat32, symmarAlgoTwoShot,
+                          callSignature(512, symmarFloat32, symmarSum, symmarAlgoTwoShot));
   // Rank 1 arrives at block 0's first barrier of the same call (its signature, numbered by the
   // calls done: none) with an input offset 1 TiB into its allocation: it pushes all three into its
   // line of rank 0's pad.
