@@ -116,10 +116,12 @@ __device__ __forceinline__ bool lamportWait(const KernelArgs& a, const uint4* p,
   });
 }
 
-/// The header of this call: its signature, as 16 bytes no lane of which is empty.
-template <typename T, int Op>
+/// The header of this call: the call's signature as the host gives it (a plain allreduce's, or the
+/// fused call's where this allreduce is its first step), numbered by the lamport calls done, as 16
+/// bytes no lane of which is empty.
+template <typename T>
 __device__ __forceinline__ uint4 lamportHeader(const KernelArgs& a, uint32_t call) {
-  const uint64_t sig = numberedSignature(callSignature(a.count, T::kType, Op, symmarAlgoLamport), call);
+  const uint64_t sig = numberedSignature(a.signature, call);
   uint4 u;
   u.x = sched::lamportHeaderWord(sig, 0);
   u.y = sched::lamportHeaderWord(sig, 1);
@@ -157,9 +159,8 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAllReduce(const SYM
   const bool header_thread = blockIdx.x == 0 && t < a.world && t != a.rank;
   if (header_thread) {
     ptx::st_volatile_vec(lamportSlot(a.base[t] + a.lamport_off, a.world, buf, a.rank) + sched::kLamportHeaderVec,
-                         lamportHeader<T, Op>(a, call));
+                         lamportHeader<T>(a, call));
   }
-  ptx::griddep_launch_dependents();
 
   // Reduce every slot in rank order once every peer's vector has arrived; this rank's own input is
   // read directly.
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAllReduce(const SYM
   }
   if (header_thread) {
     uint4 seen;
-    const uint4 want = lamportHeader<T, Op>(a, call);
+    const uint4 want = lamportHeader<T>(a, call);
     if (!lamportWait<T>(a, lamportSlot(own, a.world, buf, t) + sched::kLamportHeaderVec, t, &seen)) {
       markAbort(&sh);
     } else if (seen.x != want.x || seen.y != want.y || seen.z != want.z || seen.w != want.w) {

@@ -249,6 +249,40 @@ TEST(LamportFailure, AMismatchedCallFailsOnEveryRank) {
   EXPECT_TRUE(comm.status(0)[gpu::kStatusReason] == gpu::kReasonCallMismatch || comm.status(1)[gpu::kStatusReason] == gpu::kReasonCallMismatch);
 }
 
+// The fused call without a fused form runs its allreduce first, and where lamport serves that
+// allreduce, its header must carry the fused call's signature (hidden and the FP8 output in it),
+// not a plain allreduce's of the same count: a rank making the fused call and a peer making a
+// plain allreduce of as many elements must both fail, not sum each other's data.
+TEST(LamportFailure, TheFusedCallsAllReduceDoesNotPairWithAPlainOne) {
+  EmuOptions o;
+  o.world = 2;
+  o.timeout_ms = 300;
+  o.multicast = false;
+  EmuComm comm(o);
+  constexpr size_t kTokens = 4, kHidden = 128, kCount = kTokens * kHidden;
+  std::vector<std::vector<char>> buf(2, std::vector<char>(kCount * 4));
+  AddRmsNormCall fused{};
+  fused.tokens = kTokens;
+  fused.hidden = kHidden;
+  fused.dtype = symmarFloat32;
+  const uint64_t signatures[2] = {callSignature(fused, symmarAlgoAuto),
+                                  callSignature(kCount, symmarFloat32, symmarSum, symmarAlgoLamport)};
+  ASSERT_NE(signatures[0], signatures[1]);
+  std::vector<Launch> launches;
+  for (int r = 0; r < 2; ++r) {
+    char* p = buf[static_cast<size_t>(r)].data();
+    launches.push_back(Launch{gpu::kernelOf(symmarAlgoLamport, symmarFloat32, symmarSum, false), 1,
+                              gpu::makeKernelArgs(comm.context(r), p, p, kCount, symmarFloat32, symmarAlgoLamport,
+                                                  signatures[r]),
+                              nullptr, gpu::kLamportThreads});
+  }
+  runConcurrently(launches);
+  // Each rank sees the other's header first, or (where the peer already failed) its failed word.
+  for (int r = 0; r < 2; ++r) EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r << " paired";
+  EXPECT_TRUE(comm.status(0)[gpu::kStatusReason] == gpu::kReasonCallMismatch ||
+              comm.status(1)[gpu::kStatusReason] == gpu::kReasonCallMismatch);
+}
+
 // Programmatic dependent launch: the kernels start while "the previous grid" still writes their
 // input, and must wait for it before reading any. Inputs are written late, then the gate opens; a
 // read before the wait would see the stale bytes (a wrong sum, and a race ThreadSanitizer reports).
