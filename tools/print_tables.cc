@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
       "choice differs from the allreduce's: oneshot and twoshot over the message (tokens x hidden\n"
       "elements), the unfused allreduce and norm above the last. Where it has none, it runs one-shot\n"
       "where the allreduce's row gives oneshot or lamport for the same bytes, two-shot otherwise; with\n"
-      "fewer tokens than ranks it is always one-shot.\n\n");
+      "fewer tokens than ranks it is always one-shot. On GPUs no fused form runs for more tokens than\n"
+      "the fused kernel's grid (a block a row; past it rows queue in a block), whatever the row says.\n\n");
   for (int arch : knownArchs(tables)) {
     printf("## %s\n\n", archKeyName(arch).c_str());
     printSection(sectionOf(tables, arch, Collective::kAllReduce), true);

@@ -90,6 +90,12 @@ symmarResult_t unfused(symmarComm* comm, AddRmsNormCall c, void* stream) {
   // An empty call: GPU comms match calls by order only and launch nothing for it, on every rank
   // alike; on the host the allreduce of count 0 below still takes part in call matching.
   if (n == 0 && comm->gpu()) return symmarSuccess;
+  // Refused before the allreduce moves any data: every rank answers alike (hasAddRmsNormRows).
+  if (!comm->backend->hasAddRmsNormRows()) {
+    return fail(symmarUnsupported, "symmarAllReduceAddRmsNorm: this comm has no add + norm kernel to follow the "
+                "allreduce with (%s)", comm->gpu() ? "this build has no kernel image for its GPU: add its "
+                "architecture to CMAKE_CUDA_ARCHITECTURES" : "its backend has none");
+  }
   void* sums = c.residual_in != nullptr && c.residual_out == c.residual_in ? c.norm_out : c.residual_out;
   // Peers compare the fused call's signature, not a plain allreduce's of the same elements: hidden
   // and the FP8 output are in it, so no other shape of the fused call, and no allreduce, pairs
@@ -101,6 +107,7 @@ symmarResult_t unfused(symmarComm* comm, AddRmsNormCall c, void* stream) {
   c.stream = stream;
   const symmarResult_t res = comm->backend->addRmsNormRows(c, sums);
   noteFailure(comm, res);
+  if (res == symmarSuccess) comm->unfused_calls.fetch_add(1, std::memory_order_relaxed);
   return res;
 }
 
@@ -112,7 +119,7 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
   if (algo == symmarAlgoAuto) {
     algo = across_hosts ? symmarAlgoAuto
                         : planAddRmsNorm(comm->row(), comm->row(Collective::kAddRmsNorm), comm->topo, comm->fallbacks(),
-                                         c.tokens, c.hidden, c.dtype);
+                                         c.tokens, c.hidden, c.dtype, comm->fused_rows_cap);
     if (algo == symmarAlgoAuto) return unfused(comm, c, stream);
     c.planned = true;
   } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {

@@ -24,6 +24,10 @@ struct symmarComm {
   symmar::HostPlacement placement;  ///< hosts and this rank's place among its host's ranks
   std::string inter_host;           ///< the engine between hosts once set ("" before, or on one host)
   std::string checks;  ///< the backend's start-up checks, as symmarCommDescribe reports them
+  size_t fused_rows_cap = 0;  ///< BackendFacts::fused_rows_cap: the planner runs no fused form past it
+  /// Fused calls the unfused path served (the allreduce, then the add and norm): which path ran is
+  /// otherwise invisible in the results, and tests must know.
+  std::atomic<uint64_t> unfused_calls{0};
   symmar::Tables tables;
   /// Each collective's row, resolved once: (arch, link, world, hosts) never change.
   const symmar::TableRow* rows[symmar::kNumCollectives] = {};

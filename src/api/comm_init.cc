@@ -197,6 +197,7 @@ symmarResult_t finishComm(std::unique_ptr<symmarComm> comm, symmarComm_t* out) {
   comm->placement = facts.placement;
   comm->inter_host = facts.inter_host;
   comm->checks = facts.checks;
+  comm->fused_rows_cap = facts.fused_rows_cap;
   comm->settings.staging_bytes = facts.staging_bytes;
   // The rows never change for a comm: (arch, link, world, hosts) are fixed, so resolve them once here.
   for (int c = 0; c < kNumCollectives; ++c) comm->rows[c] = resolveRow(*comm, static_cast<Collective>(c));

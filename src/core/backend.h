@@ -83,6 +83,10 @@ struct BackendFacts {
   size_t staging_bytes = 0;  ///< staging buffer per rank the ranks agreed on
   std::string checks;        ///< outcome of the start-up checks ("" when none ran), for symmarCommDescribe
   std::string inter_host;    ///< the engine between hosts when the backend brings its own ("nccl"), else ""
+  /// The most rows the fused kernels run a block each (the co-residency cap of their grid, agreed
+  /// across ranks); past it a block runs its rows one after another and the unfused call is faster.
+  /// 0: no such bound (the host backend's fused forms).
+  size_t fused_rows_cap = 0;
 };
 
 class Backend {
@@ -109,6 +113,10 @@ class Backend {
     (void)sums;
     return symmarUnsupported;
   }
+  /// Whether addRmsNormRows serves this comm, asked before the unfused call's allreduce runs, so a
+  /// call the backend cannot finish fails up front instead of after its data moved. The same on
+  /// every rank.
+  virtual bool hasAddRmsNormRows() const { return false; }
   /// Runs one reduce-scatter or all-gather (call.coll) with an algorithm that can serve it.
   /// Arguments are validated. symmarUnsupported where the backend has no form of it.
   virtual symmarResult_t scatterGather(const ScatterGatherCall& call) {

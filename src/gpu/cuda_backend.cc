@@ -93,6 +93,7 @@ symmarResult_t CudaBackend::initBlocks() {
   // Every rank must reach the same answer, or some would launch kernels their peers never meet.
   int bad = -1;
   SYMMAR_CHECK(agreeAll(*ctx_.bootstrap, kernels_ok, &bad));
+  kernel_images_ = bad < 0;
   if (bad >= 0) {
     SYMMAR_INFO(kSubsysGpu, "rank %d's GPU has no kernel image in this build (compute capability %d.%d here): the "
                 "symmetric kernels are off for this comm and the fallback serves every call (rebuild with its "
@@ -196,6 +197,7 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   facts->placement = ctx_.placement;  // several hosts: NCCL serves (its own hierarchy)
   facts->staging_bytes = layout_.staging_bytes;
   facts->checks = checks_;
+  facts->fused_rows_cap = static_cast<size_t>(nblocks_);  // makeAddRmsNormArgs: a block per row up to it
   SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
               device_, nblocks_, kThreads, layout_.staging_bytes,
               host_stage_ ? "from the whole comm" : nccl_ok_ ? "yes" : "no");

@@ -62,6 +62,9 @@ class CudaBackend : public Backend {
   symmarResult_t allReduce(const AllReduceCall& call) override;
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
   symmarResult_t addRmsNormRows(const AddRmsNormCall& call, const void* sums) override;  // backend_fused.cc
+  /// Every rank's GPU has this build's kernel images (initBlocks): the add + norm kernel runs
+  /// without peers, so it serves where the data path is the fallback's too.
+  bool hasAddRmsNormRows() const override { return kernel_images_; }
   /// The one-shot pattern's kernels (cuda/scatter_gather.cu) or NCCL's.
   symmarResult_t scatterGather(const ScatterGatherCall& call) override;
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
@@ -132,6 +135,7 @@ class CudaBackend : public Backend {
   bool nccl_ok_ = false;
   std::atomic<bool> comm_failed_{false};  ///< a call failed the comm (a timeout or lost peer, noteCommFailed)
   bool pdl_ = false;  ///< launch with programmatic dependent launch (SYMMAR_PDL, sm_90+)
+  bool kernel_images_ = false;  ///< every rank's GPU has this build's kernels (agreed in initBlocks)
   std::string checks_;  ///< what the start-up checks found or turned off (BackendFacts::checks)
 };
 

@@ -63,6 +63,10 @@ class HierarchicalCudaBackend : public Backend {
   symmarResult_t addRmsNormRows(const AddRmsNormCall& c, const void* sums) override {
     return host_->addRmsNormRows(c, sums);
   }
+  /// True even where this host's GPUs lack the kernel image: the image is agreed among this host's
+  /// ranks only, and refusing here while other hosts' ranks run the allreduce would leave their
+  /// NCCL stage waiting for this host. Such a host fails at the kernel's launch, after the allreduce.
+  bool hasAddRmsNormRows() const override { return true; }
   /// Across hosts reduce-scatter and all-gather are NCCL's, over the comm-wide communicator.
   symmarResult_t scatterGather(const ScatterGatherCall& c) override {
     if (c.count == 0) return symmarSuccess;

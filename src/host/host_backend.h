@@ -31,6 +31,7 @@ class HostBackend : public Backend {
   symmarResult_t allReduce(const AllReduceCall& call) override;
   symmarResult_t allReduceAddRmsNorm(const AddRmsNormCall& call) override;
   symmarResult_t addRmsNormRows(const AddRmsNormCall& call, const void* sums) override;  // host_fused.cc
+  bool hasAddRmsNormRows() const override { return true; }
   symmarResult_t scatterGather(const ScatterGatherCall& call) override;  // host_scatter_gather.cc
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;

@@ -122,11 +122,15 @@ symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
 }
 
 symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused_row, const symmarTopology_t& topo,
-                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype) {
+                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype,
+                            size_t rows_cap) {
   const uint32_t available = availableAlgos(topo, dtype, symmarSum, fallbacks);
   const bool one = available & algoBit(symmarAlgoOneShot);
   const bool two = available & algoBit(symmarAlgoTwoShot);
   if (!one && !two) return symmarAlgoAuto;
+  // More rows than the fused kernel's blocks: its blocks run rows one after another, each a chain of
+  // waits, and on a GPU it took 2.1-2.5x the unfused call at 64 tokens (docs/gpu-results.md).
+  if (rows_cap != 0 && tokens > rows_cap) return symmarAlgoAuto;
   if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
   if (fused_row.num_entries > 0) {
     const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * symmarTypeSize(dtype);

@@ -83,10 +83,13 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// first available form whose threshold holds the call, and symmarAlgoAuto past the last
 /// threshold. A fused row without entries defers to the plain allreduce's row (allreduce_row):
 /// one-shot where it says one-shot or lamport for the same bytes, two-shot otherwise.
-/// symmarAlgoAuto also when the comm has neither form (no shared memory): the caller then runs the
-/// allreduce and the norm separately.
+/// symmarAlgoAuto also when the comm has neither form (no shared memory), or for more tokens than
+/// rows_cap (non-zero: the most rows the backend's fused kernels run a block each; past it rows
+/// queue in a block and the unfused call is faster whatever the row says): the caller then runs
+/// the allreduce and the norm separately.
 symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused_row, const symmarTopology_t& topo,
-                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype);
+                            uint32_t fallbacks, size_t tokens, size_t hidden, symmarDataType_t dtype,
+                            size_t rows_cap = 0);
 /// The fused form that runs call, given the staging bytes a row takes in each form under the
 /// executing backend's own layout (row_bytes[0]: one-shot, row_bytes[1]: two-shot) and a staging
 /// half of half bytes: *algo (symmarAlgoOneShot or symmarAlgoTwoShot) unchanged when its rows fit;

@@ -120,6 +120,14 @@ constexpr const char* kHostFusedManyRanksSource =
     "of 4 runs at 4 ranks (1.1-2.7x from 8 tokens) and ahead or level in 2 of 2 at 3 ranks, at 1 token in 2 of 4 "
     "runs at 4 ranks and 2 of 2 at 3 ranks (the planner keeps the one-shot below a token per rank); worlds 5-8 "
     "reuse it";
+// The fused call on GPUs: first H200 run, ranks sharing one GPU (docs/gpu-results.md, 2026-12-04),
+// hidden 7168 bf16 against the allreduce + a separate add + RMSNorm kernel: fused ahead 1.26-1.54x
+// at 1-8 tokens (up to 112 KiB) at 2, 4 and 8 ranks, level at 16 (0.94-1.14x), behind from 32
+// (0.53-0.84x). Kept to 128 KiB (9 tokens of 7168, 16 of 4096) until runs between GPUs widen it;
+// the planner also stops at the kernels' grid (BackendFacts::fused_rows_cap).
+constexpr const char* kGpuFusedSource =
+    "symmar_norm_perf_gpu, H200, 2/4/8 ranks on one GPU, hidden 7168 bf16, 2026-12-04: fused 1.26-1.54x ahead "
+    "at 1-8 tokens, 0.94-1.14x at 16, 0.53-0.84x at 32, 0.40-0.47x at 64; one-shot to 128 KiB, unfused past it";
 constexpr const char* kGpuScatterGatherSource =
     "no GPU measurement of symmar's reduce-scatter and all-gather kernels yet: NCCL serves (one-shot without NCCL)";
 
@@ -339,6 +347,12 @@ const Spec kSpecs[] = {
     // ---- host backend: the fused allreduce + residual + RMSNorm ----
     {kArchHost, symmarLinkHostMemory, 2, 2, {{TWO, 6 * MiB}, {ONE, kUnbounded}}, kHostFusedSource, 1, FUSED},
     {kArchHost, symmarLinkHostMemory, 3, 8, {{TWO, kUnbounded}}, kHostFusedManyRanksSource, 1, FUSED},
+
+    // ---- GPUs: the fused allreduce + residual + RMSNorm (unfused past the last threshold) ----
+    {kArchDefault, SW, 2, 8, {{ONE, 128 * KiB}}, kGpuFusedSource, 1, FUSED},
+    {kArchDefault, NVL, 2, 8, {{ONE, 128 * KiB}}, kGpuFusedSource, 1, FUSED},
+    {kArchDefault, PCI, 2, 8, {{ONE, 128 * KiB}}, kGpuFusedSource, 1, FUSED},
+    {kArchDefault, NOP2P, 2, 8, {{ONE, 128 * KiB}}, kGpuFusedSource, 1, FUSED},
 
     // ---- GPUs: reduce-scatter and all-gather. No row names a kernel until one has been measured
     // on a GPU: NCCL serves, and one-shot where a comm has no NCCL ----

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "api/comm.h"
 #include "gpu_test_util.h"
+#include "plan/planner.h"
 
 namespace symmar_gpu_test {
 namespace {
@@ -182,12 +184,15 @@ TEST(GpuFused, UnfusedPastTheLastThresholdMatchesTheReference) {
   ASSERT_EQ(write(fd, table.data(), table.size()), static_cast<ssize_t>(table.size()));
   close(fd);
   setenv("SYMMAR_TABLE_FILE", path, 1);
+  symmar::resetProcessTables();  // the tables load once a process: an earlier test may have loaded them
   {
     LocalWorld w({0, 0}, 10000, 0);
     ASSERT_TRUE(w.ok()) << w.error();
     expectAddRmsNormMatchesTheReference(w, symmarAlgoAuto);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(w.comm(r)->unfused_calls.load(), 1u) << "rank " << r << " ran fused";
   }
   unsetenv("SYMMAR_TABLE_FILE");
+  symmar::resetProcessTables();
   unlink(path);
 }
 

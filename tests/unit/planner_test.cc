@@ -423,6 +423,57 @@ TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
   EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot) << "32 KiB";
 }
 
+// GPU keys have fused rows of their own: the fused one-shot up to 128 KiB (where the first GPU run
+// measured it ahead: 1-8 tokens of 7168 bf16), the unfused calls past it (behind from 32 tokens:
+// 0.4-0.8x), at every link and world, and for capabilities without a row of their own.
+TEST(FusedForm, BuiltinGpuRowsStopTheFusedFormWhereItLost) {
+  const Tables& t = Tables::builtin();
+  for (symmarLink_t link : kGpuLinks) {
+    for (int world = 2; world <= 8; ++world) {
+      for (int major : {9, 10, 12, 13}) {
+        const symmarTopology_t gpu = topo(major, 0, link, world, 0);
+        const TableRow* allreduce = t.resolve(major, 0, link, world);
+        const TableRow* fused = t.resolve(major, 0, link, world, 1, Collective::kAddRmsNorm);
+        ASSERT_GT(fused->num_entries, 0) << "sm" << major << "0 " << linkName(link) << " world " << world;
+        const std::string at = "sm" + std::to_string(major) + "0 " + linkName(link) + " world " +
+                               std::to_string(world);
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 1, 7168, symmarBfloat16), symmarAlgoOneShot) << at;
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 9, 7168, symmarBfloat16), symmarAlgoOneShot)
+            << at << ": 126 KiB";
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 16, 4096, symmarBfloat16), symmarAlgoOneShot)
+            << at << ": 128 KiB";
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 10, 7168, symmarBfloat16), symmarAlgoAuto)
+            << at << ": 140 KiB, unfused";
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 64, 7168, symmarBfloat16), symmarAlgoAuto)
+            << at << ": 64 tokens, unfused";
+        EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, gpu, 0, 8192, 7168, symmarBfloat16), symmarAlgoAuto)
+            << at << ": prefill, unfused";
+      }
+    }
+  }
+}
+
+// More tokens than the fused kernel's blocks (the comm's rows cap): the unfused call, whatever the
+// row says; up to the cap the row decides.
+TEST(FusedForm, PastTheRowsCapTheUnfusedCallServes) {
+  const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
+  TableRow allreduce;
+  allreduce.num_entries = 1;
+  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  TableRow fused;
+  fused.coll = Collective::kAddRmsNorm;
+  fused.num_entries = 1;
+  fused.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 16, 64, symmarBfloat16, 16), symmarAlgoTwoShot);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 17, 64, symmarBfloat16, 16), symmarAlgoAuto);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 1, 64, symmarBfloat16, 1), symmarAlgoOneShot);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 2, 64, symmarBfloat16, 1), symmarAlgoAuto);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 100000, 64, symmarBfloat16, 0), symmarAlgoTwoShot)
+      << "0: no cap";
+  const TableRow none;  // without a row of its own too
+  EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 17, 64, symmarBfloat16, 16), symmarAlgoAuto);
+}
+
 // The built-in host rows, measured (tables_builtin.cc): at 2 ranks two-shot from 2 tokens of 7168 bf16
 // to 438 (6 MiB), one-shot at 1 token and above 6 MiB; from 3 ranks two-shot at every size with at
 // least a token per rank. The allreduce rows alone would give two-shot at 2 ranks from 1 KiB and
