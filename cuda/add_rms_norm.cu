@@ -56,9 +56,23 @@ __device__ __forceinline__ bool vecAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % sched::kVecBytes == 0;
 }
 
-/// Finishes row `row` (index in the call) from every rank's staged copy of it at srcs + local row.
+/// Where a row's sources lie: every rank's staging at offset `staged` of its allocation (the fused
+/// forms), or one pointer (the unfused form's sums: kSrcs 1). Peers' pointers are formed from the
+/// kernel parameters where they are loaded, so they hold no registers across the row loops.
+template <typename T>
+struct RowSources {
+  const typename T::Bits* single;
+  size_t staged;
+};
+template <typename T, int kSrcs>
+__device__ __forceinline__ const typename T::Bits* sourceRow(const KernelArgs& a, const RowSources<T>& s, int p) {
+  if (kSrcs == 1) return s.single;
+  return reinterpret_cast<const typename T::Bits*>(a.base[p] + s.staged);
+}
+
+/// Finishes row `row` (index in the call) from every source's copy of it at row `local` there.
 template <typename T, int kSrcs = kMaxRanks>
-__device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
+__device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, const RowSources<T>& srcs,
                                           size_t local, size_t row) {
   using Bits = typename T::Bits;
   const size_t h = a.hidden;
@@ -66,10 +80,10 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
   Bits* res_out = static_cast<Bits*>(a.recv) + row * h;
   float ss = 0.0f;
   for (size_t i = threadIdx.x; i < h; i += kThreads) {
-    float x = T::toFloat(srcs[0][local * h + i]);
+    float x = T::toFloat(sourceRow<T, kSrcs>(a, srcs, 0)[local * h + i]);
 #pragma unroll
     for (int p = 1; p < kSrcs; ++p) {
-      if (p < a.world) x += T::toFloat(srcs[p][local * h + i]);
+      if (p < a.world) x += T::toFloat(sourceRow<T, kSrcs>(a, srcs, p)[local * h + i]);
     }
     if (res_in) x += T::toFloat(res_in[row * h + i]);
     const Bits stored = T::fromFloat(x);
@@ -106,7 +120,7 @@ union Fp8Pack<4> {
 /// kSrcs: the most sources (kMaxRanks, or 1 for the local form, whose source is the allreduce's
 /// sums in user memory: loaded as srcs_al says, where staging rows are always aligned).
 template <typename T, int kSrcs = kMaxRanks>
-__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns, const typename T::Bits* const* srcs,
+__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns, const RowSources<T>& srcs,
                                              size_t local, size_t row, bool srcs_al = true) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
@@ -122,9 +136,9 @@ __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns
     for (int p = 0; p < kSrcs; ++p) {
       if (p >= a.world) continue;
       if (kSrcs == 1) {
-        x[p] = loadUser<T>(srcs[p] + local * h + i, srcs_al);
+        x[p] = loadUser<T>(sourceRow<T, kSrcs>(a, srcs, p) + local * h + i, srcs_al);
       } else {
-        x[p].u = ptx::ld_vec(srcs[p] + local * h + i);
+        x[p].u = ptx::ld_vec(sourceRow<T, kSrcs>(a, srcs, p) + local * h + i);
       }
     }
     VecAcc<T, symmarSum> acc;
@@ -234,11 +248,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
       copyRow<T>(own_in + r * h, input + (r0 + r) * h, h, vec);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, kStagedInput)) return;
-    const Bits* srcs[kMaxRanks];
-#pragma unroll
-    for (int p = 0; p < kMaxRanks; ++p) {
-      srcs[p] = p < a.world ? reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + in_half) : nullptr;
-    }
+    const RowSources<T> srcs{nullptr, a.staging_off + in_half};
     const sched::Range mine = TwoShot ? sched::rankSlice(rows, a.world, a.rank, 1) : sched::Range{0, rows};
     for (size_t r = mine.begin; r < mine.end; ++r) {
       if (!myRow(r)) continue;
@@ -289,14 +299,14 @@ __global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CON
   using Bits = typename T::Bits;
   SYMMAR_BLOCK_SHARED(NormShared, ns);
   ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
-  const Bits* sums = static_cast<const Bits*>(a.send);  // a.world 1: the only source
-  const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums);
+  const RowSources<T> sums{static_cast<const Bits*>(a.send), 0};  // a.world 1: the only source
+  const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums.single);
   const size_t tokens = a.count / a.hidden;
   for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     if (vec) {
-      finishRowVec<T, 1>(a, &ns, &sums, r, r, sums_al);
+      finishRowVec<T, 1>(a, &ns, sums, r, r, sums_al);
     } else {
-      finishRow<T, 1>(a, &ns, &sums, r, r);
+      finishRow<T, 1>(a, &ns, sums, r, r);
     }
   }
   ptx::griddep_launch_dependents();

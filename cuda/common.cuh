@@ -38,7 +38,14 @@ struct BlockShared {
   int abort;                         ///< a spin of this block timed out or a peer failed
   int failed_before;                 ///< the comm had failed before this kernel started
   int last;                          ///< this block was the last of the grid to finish
+  /// The prologue's finding per peer (PeerState bits), each byte written by its peer's thread and
+  /// read by every thread as one word.
+  union {
+    unsigned char byte[kMaxRanks];
+    uint64_t word;
+  } peer_state;
 };
+static_assert(kMaxRanks <= 8, "the prologue's peer states fit one 64-bit word");
 
 /// This rank's pad, or rank r's pad as mapped here.
 __device__ __forceinline__ char* padOf(const KernelArgs& a, int r) { return a.base[r] + a.pad_off; }
@@ -110,14 +117,44 @@ __device__ __forceinline__ bool spinUntil(const KernelArgs& a, const uint32_t* f
   return boundedSpin(a, peer, [&] { return sched::epochReached(ptx::ld_acquire_sys(flag), target); });
 }
 
+/// What a prologue's peer thread found in this rank's own pad (bits of a BlockShared::peer_state
+/// byte; 0: ready). With kPeerFailedWord or kCommFailedBefore in the block, the kernel poisons its
+/// outputs.
+enum PeerState : unsigned {
+  kPeerReady = 0,
+  kPeerNotDone = 1,       ///< the peer's done flag of its previous call had not arrived yet
+  kPeerFailedWord = 2,    ///< the peer's failed word was set: reported in prologueVerdict
+  kCommFailedBefore = 4,  ///< the comm had failed before this kernel: nothing to report
+};
+
+/// The prologue's verdict once its block barrier has passed: the PeerState bits of every peer
+/// together, or kCommFailedBefore (kPeerReady: the block may go on). A peer's failed word is
+/// reported here, by that peer's thread. Every thread reads every peer's state as one word, so the
+/// verdict needs no second block barrier.
+__device__ __forceinline__ unsigned prologueVerdict(const KernelArgs& a, const BlockShared* sh) {
+  if (sh->failed_before) return kCommFailedBefore;
+  // Bytes of the peers only: this rank's own and those past the world were never written.
+  const uint64_t world_bytes = a.world >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * a.world)) - 1;
+  uint64_t v = sh->peer_state.word & world_bytes & ~(uint64_t{0xff} << (8 * a.rank));
+  const int t = threadIdx.x;
+  if (t < a.world && t != a.rank && ((v >> (8 * t)) & kPeerFailedWord)) {
+    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+  }
+  v |= v >> 32;
+  v |= v >> 16;
+  v |= v >> 8;
+  return static_cast<unsigned>(v & 0xff);
+}
+
 /// Entry of every kernel, after the grid dependency (programmatic dependent launch: the kernel
 /// that produced the input has finished). A comm that failed before (this rank's own record of a
 /// failure, in device memory: no round trip to the host-mapped status words, or a failed word a
 /// peer pushed into this rank's pad) makes the block exit here, before it touches a flag or a
 /// peer's memory: a graph replay or a call queued before the host noticed never pairs with
-/// abandoned data. True when the block may go on; ends with a block barrier. A kernel that gets
-/// false writes NaN over its outputs (poisonOutputs), so that a replayed graph shows the failure
-/// in its results instead of leaving the last good ones in place.
+/// abandoned data. True when the block may go on; one block barrier, after which the next kernel
+/// on the stream may start its own prologue (it waits for this one's end before reading anything).
+/// A kernel that gets false writes NaN over its outputs (poisonOutputs), so that a replayed graph
+/// shows the failure in its results instead of leaving the last good ones in place.
 __device__ __forceinline__ bool entryCheck(const KernelArgs& a, BlockShared* sh) {
   ptx::griddep_wait();
   const int t = threadIdx.x;
@@ -125,16 +162,12 @@ __device__ __forceinline__ bool entryCheck(const KernelArgs& a, BlockShared* sh)
     sh->failed_before = ptx::ld_volatile_u32(&a.state->reported) != 0;
     sh->abort = 0;
   }
-  __syncthreads();
-  if (sh->failed_before) return false;
-  if (t < a.world && t != a.rank && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
-    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
-    markAbort(sh);
+  if (t < a.world && t != a.rank) {
+    sh->peer_state.byte[t] = ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0 ? kPeerFailedWord : kPeerReady;
   }
   __syncthreads();
-  const bool ok = sh->abort == 0;
-  __syncthreads();  // every thread has read the flag before any may set it again
-  return ok;
+  ptx::griddep_launch_dependents();
+  return prologueVerdict(a, sh) == kPeerReady;
 }
 
 /// This block's share of [0, n) elements of `out`, overwritten with `bits` (a grid-stride loop: the
@@ -156,21 +189,42 @@ __device__ __forceinline__ void poisonOutputs(const KernelArgs& a) {
   fillElements<unsigned char>(a.fp8_out, a.count, 0x7f);
 }
 
-/// Start of every barrier kernel: the entry check (on a failed comm: NaN outputs), then loads this
-/// block's epoch and waits until every peer finished its previous call (its done flag, pushed here:
-/// a local read that has almost always arrived), so nothing this call writes is still being read.
-/// False when the block must exit.
+/// Start of every barrier kernel, the entry check merged in: thread 0 reads the comm's failure
+/// record and the call count while thread p < world reads peer p's failed word and done flag in this
+/// rank's own pad; one block barrier, and the verdict. Every peer must have finished its previous
+/// call (its done flag, pushed here: it has almost always arrived) before this call writes what the
+/// peer may still read; where one has not, its thread waits for it and a second barrier follows.
+/// Only this rank's own memory is read before the verdict: a comm that failed before still exits
+/// here before it touches a peer (on a failed comm: NaN outputs). False when the block must exit.
 template <typename T>
 __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
-  if (!entryCheck(a, sh)) {
+  ptx::griddep_wait();
+  const int t = threadIdx.x;
+  const uint32_t calls = a.state->end_epoch;
+  if (t == 0) {
+    sh->failed_before = ptx::ld_volatile_u32(&a.state->reported) != 0;
+    sh->abort = 0;
+    sh->call_signature = numberedSignature(a.signature, calls);
+  }
+  const bool peer_thread = t < a.world && t != a.rank;
+  if (peer_thread) {
+    // The failed word and the done flag are loaded together; the flag has almost always arrived.
+    const bool failed = ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0;
+    const uint32_t* flag = flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd);
+    const bool done = sched::epochReached(ptx::ld_acquire_sys(flag), calls);
+    sh->peer_state.byte[t] = failed ? kPeerFailedWord : done ? kPeerReady : kPeerNotDone;
+  }
+  __syncthreads();
+  ptx::griddep_launch_dependents();  // the next kernel's prologue may start; its reads still wait for us
+  const unsigned verdict = prologueVerdict(a, sh);
+  if (verdict & (kPeerFailedWord | kCommFailedBefore)) {
     poisonOutputs<T>(a);
     return false;
   }
-  const int t = threadIdx.x;
   *epoch = a.state->start_epoch[blockIdx.x];
-  const uint32_t calls = a.state->end_epoch;
-  if (t == 0) sh->call_signature = numberedSignature(a.signature, calls);
-  if (t < a.world && t != a.rank &&
+  if (verdict == kPeerReady) return true;
+  // A peer still finishes its previous call: wait for it (rare), then agree again.
+  if (peer_thread && (sh->peer_state.byte[t] & kPeerNotDone) &&
       !spinUntil(a, flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd), calls, t)) {
     markAbort(sh);
   }
@@ -227,38 +281,53 @@ __device__ __forceinline__ bool blockBarrier(const KernelArgs& a, BlockShared* s
 /// peer. With wait_peers the last block also waits for every peer's done flag (peers read this
 /// rank's user buffer in place, which the caller may overwrite as soon as the kernel ends).
 ///
-/// First every block looks for a peer's failed word: a peer that gave up on this call (a timeout
-/// while this rank was late) may have published its flags before it did, and its stream may since
-/// have reused the input this block read in place. Such a call must fail here too, not raise the
-/// done flag as if it had succeeded. The peer's failed word is stored before its kernel ends, so
-/// before any reuse of its buffers.
+/// Before it does, the last block looks for a peer's failed word: a peer that gave up on this call
+/// (a timeout while this rank was late) may have published its flags before it did, and its stream
+/// may since have reused the input a block read in place. Such a call must fail here too, not raise
+/// the done flag as if it had succeeded. The peer's failed word is stored before its kernel ends,
+/// so before any reuse of its buffers, and the last block looks after every block's reads (each
+/// came before that block's count). A grid of one block is its own last: no count, no fence.
 __device__ __forceinline__ void blockEnd(const KernelArgs& a, BlockShared* sh, uint32_t epoch, bool wait_peers) {
   const int t = threadIdx.x;
-  ptx::griddep_launch_dependents();  // the next kernel's prologue may start; its input reads still wait for us
-  __syncthreads();
-  if (t < a.world && t != a.rank && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
-    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
-    markAbort(sh);
-  }
-  __syncthreads();
-  if (sh->abort) return;  // the comm has failed: every later kernel exits at entry
+  const bool alone = gridDim.x == 1;
+  const bool peer_thread = t < a.world && t != a.rank;
+  __syncthreads();  // every read of this block came before
   if (t == 0) {
     a.state->start_epoch[blockIdx.x] = epoch;
-    __threadfence();
-    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);
-    sh->last = prev == gridDim.x - 1;
-    if (sh->last) {
-      // Every other block's reads of peer memory happened before its fence and count; this fence
-      // makes them precede the done flags pushed below.
-      __threadfence_system();
-      a.state->done_count = 0;
+    bool last = alone;
+    if (!alone) {
+      __threadfence();
+      const uint32_t prev = atomicAdd(&a.state->done_count, 1u);
+      last = prev == gridDim.x - 1;
+      if (last) {
+        // Every other block's reads of peer memory happened before its fence and count; this fence
+        // (GPU scope: the blocks share the GPU) orders them before the done flags pushed below, whose
+        // system-scope release is cumulative over what this block observed.
+        __threadfence();
+        a.state->done_count = 0;
+      }
+    }
+    if (last) {
       const uint32_t e = sched::nextEpoch(a.state->end_epoch);
       a.state->end_epoch = e;
       sh->done_epoch = e;
     }
+    sh->last = last;
+  }
+  if (alone && peer_thread && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
+    reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+    markAbort(sh);
   }
   __syncthreads();
-  if (!sh->last || t >= a.world || t == a.rank) return;
+  if (!sh->last) return;
+  if (!alone) {
+    if (peer_thread && ptx::ld_acquire_sys(failedWord(padOf(a, a.rank), t)) != 0) {
+      reportFailure(a, t, symmarPeerFailure, kReasonPeerFailed);
+      markAbort(sh);
+    }
+    __syncthreads();
+  }
+  if (sh->abort || !peer_thread) return;  // the comm has failed: every later kernel exits at entry
   ptx::st_release_sys(flagIn(padOf(a, t), a.rank, kDoneBlock, sched::kSlotEnd), sh->done_epoch);
   if (wait_peers) spinUntil(a, flagIn(padOf(a, a.rank), t, kDoneBlock, sched::kSlotEnd), sh->done_epoch, t);
 }
@@ -283,30 +352,56 @@ __device__ __forceinline__ sched::Range blockPart(size_t split_elems, size_t n, 
   return sched::Range{sched::minSize(b.begin, n), sched::minSize(b.end, n)};
 }
 
+/// Vectors each thread of the copy loops has in flight: its loads of kCopyUnroll vectors are
+/// issued before any of their stores, so a thread waits one memory latency per kCopyUnroll vectors
+/// (over NVLink or PCIe, where a load takes microseconds, one vector in flight per thread leaves the
+/// link mostly idle).
+constexpr int kCopyUnroll = 4;
+
 /// Copies [r.begin, r.end) from user memory to an aligned (staging) buffer at the same indices.
-template <typename T>
+/// kUnroll vectors a thread: its loads issued before any of their stores (kCopyUnroll in the
+/// allreduce kernels, whose copies move whole messages; 1 where a kernel is near its register limit).
+template <typename T, int kUnroll = 1>
 __device__ __forceinline__ void copyIn(const typename T::Bits* src, typename T::Bits* dst, sched::Range r,
                                        bool aligned) {
   constexpr size_t vec = Vec<T>::kElems;
+  constexpr size_t step = static_cast<size_t>(kThreads) * vec;
   const size_t body = sched::vecBodyEnd(r, vec);
-  for (size_t i = r.begin + threadIdx.x * vec; i < body; i += kThreads * vec) {
-    *reinterpret_cast<uint4*>(dst + i) = loadUser<T>(src + i, aligned).u;
+  size_t i = r.begin + threadIdx.x * vec;
+  // Misaligned user memory (element by element) takes the plain loop: rare, and its registers.
+  for (; kUnroll > 1 && aligned && i + (kUnroll - 1) * step < body; i += kUnroll * step) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) v[k] = *reinterpret_cast<const uint4*>(src + i + k * step);
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) *reinterpret_cast<uint4*>(dst + i + k * step) = v[k];
   }
-  for (size_t i = body + threadIdx.x; i < r.end; i += kThreads) dst[i] = src[i];
+  for (; i < body; i += step) *reinterpret_cast<uint4*>(dst + i) = loadUser<T>(src + i, aligned).u;
+  for (size_t j = body + threadIdx.x; j < r.end; j += kThreads) dst[j] = src[j];
 }
 
-/// Copies [r.begin, r.end) from an aligned (staging, possibly a peer's) buffer to user memory.
-template <typename T>
+/// Copies [r.begin, r.end) from an aligned (staging, possibly a peer's) buffer to user memory,
+/// kUnroll vectors a thread as copyIn.
+template <typename T, int kUnroll = 1>
 __device__ __forceinline__ void copyOut(const typename T::Bits* src, typename T::Bits* dst, sched::Range r,
                                         bool aligned) {
   constexpr size_t vec = Vec<T>::kElems;
+  constexpr size_t step = static_cast<size_t>(kThreads) * vec;
   const size_t body = sched::vecBodyEnd(r, vec);
-  for (size_t i = r.begin + threadIdx.x * vec; i < body; i += kThreads * vec) {
+  size_t i = r.begin + threadIdx.x * vec;
+  for (; kUnroll > 1 && aligned && i + (kUnroll - 1) * step < body; i += kUnroll * step) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) v[k] = ptx::ld_vec(src + i + k * step);
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) *reinterpret_cast<uint4*>(dst + i + k * step) = v[k];
+  }
+  for (; i < body; i += step) {
     Vec<T> v;
     v.u = ptx::ld_vec(src + i);
     storeUser<T>(dst + i, v, aligned);
   }
-  for (size_t i = body + threadIdx.x; i < r.end; i += kThreads) dst[i] = src[i];
+  for (size_t j = body + threadIdx.x; j < r.end; j += kThreads) dst[j] = src[j];
 }
 
 /// Where rank p's input for a chunk starting at element `first` lives: in place in its user heap

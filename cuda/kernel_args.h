@@ -73,6 +73,12 @@ static_assert(kMaxRanks * sizeof(uint32_t) <= sched::kFlagStride, "one line hold
 /// Bytes of message one block serves: a call launches one block per this many bytes of a chunk,
 /// up to the comm's co-residency cap (the same count on every rank: it depends on the call only).
 constexpr size_t kBytesPerBlock = size_t{32} << 10;
+/// Small calls spread wider: a call launches at least one block per kSpreadBytesPerBlock of its
+/// chunk, up to kSpreadBlocks, so a decode-size call (16 KiB) reads its peers' data through 4 SMs
+/// instead of one, whose load throughput over NVLink would bound it; from 256 KiB kBytesPerBlock
+/// gives as many blocks anyway.
+constexpr size_t kSpreadBytesPerBlock = size_t{4} << 10;
+constexpr size_t kSpreadBlocks = 8;
 /// The same for lamport: one 16-byte vector per thread, so a decode-size message (a token of a
 /// few thousand bf16) is spread over several multiprocessors instead of queued on one.
 constexpr size_t kLamportBytesPerBlock = static_cast<size_t>(kLamportThreads) * sched::kVecBytes;

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) multimemAllReduce(const SYMMAR_GRID_
     const sched::Range cr = sched::chunkRange(a.count, a.chunk_elems, c);
     const size_t n = cr.size();
     for (int s = 0; s < a.world; ++s)
-      copyIn<T>(send + cr.begin, own_in, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
+      copyIn<T, kCopyUnroll>(send + cr.begin, own_in, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
     ptx::fence_proxy_alias();
     if (!blockBarrier(a, &sh, &epoch, kStagedInput)) return;
     ptx::fence_proxy_alias();
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) multimemAllReduce(const SYMMAR_GRID_
     ptx::fence_proxy_alias();
 
     for (int s = 0; s < a.world; ++s) {
-      copyOut<T>(own_out, recv + cr.begin, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
+      copyOut<T, kCopyUnroll>(own_out, recv + cr.begin, blockPart(shape.split_elems, n, a.world, s, vec), a.aligned);
     }
   }
   blockEnd(a, &sh, epoch, false);

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kThreads) oneShotAllReduce(const SYMMAR_GRID_C
     const sched::Range part = blockPart(shape.split_elems, cr.size(), a.world, -1, vec);
     // Halves alternate, so the next chunk's copy-in never races with this chunk's peer reads.
     const size_t half = sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(c & 1));
-    if (!peers_read_user) copyIn<T>(send + cr.begin, own_staging + half / sizeof(Bits), part, a.aligned);
+    if (!peers_read_user) copyIn<T, kCopyUnroll>(send + cr.begin, own_staging + half / sizeof(Bits), part, a.aligned);
     if (!blockBarrier(a, &sh, &epoch, a.send_offset)) return;
     const Bits* src[kMaxRanks];
 #pragma unroll

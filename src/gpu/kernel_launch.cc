@@ -49,7 +49,11 @@ int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symm
   const size_t chunk = lamport ? 0 : sched::chunkElems(ctx.layout.staging_bytes, elem, ctx.world);
   const size_t bytes = (chunk == 0 ? count : std::min(count, chunk)) * elem;
   const size_t per = std::max<size_t>(lamport ? ctx.lamport_bytes_per_block : ctx.bytes_per_block, 1);
-  const size_t blocks = (bytes + per - 1) / per;
+  size_t blocks = (bytes + per - 1) / per;
+  if (!lamport) {
+    const size_t spread = std::max<size_t>(ctx.spread_bytes_per_block, 1);
+    blocks = std::max(blocks, std::min((bytes + spread - 1) / spread, kSpreadBlocks));
+  }
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(std::max(ctx.max_blocks, 1)))));
 }
 

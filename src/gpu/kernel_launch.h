@@ -50,6 +50,7 @@ struct LaunchContext {
   int max_blocks = 1;  ///< co-residency cap on a call's grid (agreed across ranks)
   size_t bytes_per_block = kBytesPerBlock;  ///< message bytes per launched block (gridFor)
   size_t lamport_bytes_per_block = kLamportBytesPerBlock;  ///< the same for lamport calls
+  size_t spread_bytes_per_block = kSpreadBytesPerBlock;    ///< small calls: kSpreadBlocks at most
 };
 
 /// Offset in this rank's allocation that peers may read send from in place, or kStagedInput.
@@ -58,9 +59,10 @@ uint64_t inPlaceInputOffset(const LaunchContext& ctx, const void* send, const vo
 /// The input offsets a peer may publish for a call of bytes bytes: [*lo, *lo + *span); span 0 when
 /// none fits.
 void inputOffsetBounds(const LaunchContext& ctx, size_t bytes, uint64_t* lo, uint64_t* span);
-/// Blocks a call launches: one per ctx.bytes_per_block of its (first) chunk (lamport: one per
-/// ctx.lamport_bytes_per_block of the message), at least 1, at most ctx.max_blocks. Depends only on
-/// the call and on comm-wide values, so every rank launches the same grid.
+/// Blocks a call launches: one per ctx.bytes_per_block of its (first) chunk, and at least one per
+/// ctx.spread_bytes_per_block up to kSpreadBlocks (lamport: one per ctx.lamport_bytes_per_block of
+/// the message), at least 1, at most ctx.max_blocks. Depends only on the call and on comm-wide
+/// values, so every rank launches the same grid.
 int gridFor(const LaunchContext& ctx, size_t count, symmarDataType_t dtype, symmarAlgo_t algo = symmarAlgoOneShot);
 /// Threads per block of the kernel serving algo.
 int threadsFor(symmarAlgo_t algo);

@@ -41,5 +41,10 @@ symmar_emu_mutant(no_syncthreads common.cuh
 # The fence before a block counts itself done: its reads of peers' memory are no longer ordered
 # before the done flag the last block pushes (CUDA's atomics are relaxed).
 symmar_emu_mutant(no_fence_before_done common.cuh
-  "    __threadfence();\n    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);"
-  "    const uint32_t prev = atomicAdd(&a.state->done_count, 1u);")
+  "      __threadfence();\n      const uint32_t prev = atomicAdd(&a.state->done_count, 1u);"
+  "      const uint32_t prev = atomicAdd(&a.state->done_count, 1u);")
+# The prologue's first look at a peer's done flag loads it relaxed: this call's staging writes are
+# no longer ordered after the peer's reads of the previous call.
+symmar_emu_mutant(no_acquire_done common.cuh
+  "const bool done = sched::epochReached(ptx::ld_acquire_sys(flag), calls);"
+  "const bool done = sched::epochReached(ptx::ld_volatile_u32(flag), calls);")

@@ -222,18 +222,23 @@ TEST(GpuPad, InitialPadHasEveryFlagAtTheStartEpochAndNoFailure) {
   }
 }
 
-// One block per 32 KiB of a chunk, at least one, at most the co-residency cap: a decode-sized call
-// launches one block instead of the whole cap.
+// One block per 32 KiB of a chunk, at least one per 4 KiB up to 8 blocks, at most the co-residency
+// cap: a decode-sized call launches a few blocks instead of the whole cap, and more than one.
 TEST(GpuGrid, BlocksFollowTheMessageUpToTheCap) {
   LaunchContext ctx;
   ctx.world = 4;
   ctx.layout = makeLayout(size_t(8) << 20, 0, 4);  // halves of 4 MiB: one chunk up to ~4 MiB
   ctx.max_blocks = 24;
   EXPECT_EQ(gridFor(ctx, 1, symmarFloat32), 1);
-  EXPECT_EQ(gridFor(ctx, 3584, symmarBfloat16), 1) << "7 KiB: one token of a 3584-wide bf16 model";
-  EXPECT_EQ(gridFor(ctx, 8192, symmarFloat32), 1) << "exactly 32 KiB";
-  EXPECT_EQ(gridFor(ctx, 8193, symmarFloat32), 2);
-  EXPECT_EQ(gridFor(ctx, 65536, symmarFloat16), 4) << "128 KiB";
+  EXPECT_EQ(gridFor(ctx, 1024, symmarFloat32), 1) << "4 KiB";
+  EXPECT_EQ(gridFor(ctx, 1025, symmarFloat32), 2);
+  EXPECT_EQ(gridFor(ctx, 3584, symmarBfloat16), 2) << "7 KiB: one token of a 3584-wide bf16 model";
+  EXPECT_EQ(gridFor(ctx, 7168, symmarBfloat16), 4) << "14 KiB: one token of a 7168-wide bf16 model";
+  EXPECT_EQ(gridFor(ctx, 8192, symmarFloat32), 8) << "32 KiB";
+  EXPECT_EQ(gridFor(ctx, 65536, symmarFloat16), 8) << "128 KiB";
+  EXPECT_EQ(gridFor(ctx, 65536, symmarFloat32), 8) << "256 KiB: 32 KiB a block from here";
+  EXPECT_EQ(gridFor(ctx, 65537, symmarFloat32), 9);
+  EXPECT_EQ(gridFor(ctx, 7168, symmarBfloat16, symmarAlgoLamport), 4) << "lamport: 4 KiB a block already";
   EXPECT_EQ(gridFor(ctx, size_t(1) << 20, symmarFloat32), 24) << "4 MiB: capped";
   EXPECT_EQ(gridFor(ctx, size_t(1) << 30, symmarFloat32), 24) << "chunked: the chunk sets the grid";
   ctx.max_blocks = 0;
