@@ -17,6 +17,8 @@
 #   ARCHIVE    also pack every log and the summary into this .tar.gz (one file to send back)
 #   WERROR     ON/OFF for SYMMAR_WERROR (default OFF: another host compiler may warn differently)
 #   TARGETS    build targets (default: the GPU tests and the benchmarks; "all" for everything)
+#   PLAN       full (default): every check below; settle: the short run of scripts/gpu-settle-plan.sh
+#              (about 6 minutes: never-run code, the fused call, latency, bandwidth)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$PWD/gpu-results}
@@ -127,7 +129,14 @@ fi
 TESTS="not run"
 GPU_TESTS="$BUILD/tests/gpu/symmar_gpu_tests"
 SANITIZER=$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")
-if [ $built -eq 1 ]; then
+NORM_PERF="$BUILD/benchmarks/symmar_norm_perf_gpu"
+PERF="$BUILD/benchmarks/symmar_perf"
+full=$built  # 1: the full plan's steps below run
+if [ "${PLAN:-full}" = settle ]; then
+  [ $built -eq 1 ] && . "$ROOT/scripts/gpu-settle-plan.sh"
+  full=0
+fi
+if [ $full -eq 1 ]; then
   # Quick single-purpose checks first, the long sweeps last, so a slow sweep cannot crowd the
   # hardening checks out of the budget: probes, fused and host-staged; the fused two-shot form with
   # FP8 output at odd hidden sizes under compute-sanitizer (a misaligned access is caught there);
@@ -168,23 +177,22 @@ if [ $built -eq 1 ]; then
     ctest --test-dir "$BUILD" -L gpu -R 'SharedGpuScatterGather.*world(2|8)( |$)' --output-on-failure --no-tests=error
 fi
 
-PERF="$BUILD/benchmarks/symmar_perf"
 # A benchmark whose ranks stop meeting fails after this bound, not the default 30 s.
 export SYMMAR_TIMEOUT_MS=${SYMMAR_TIMEOUT_MS:-5000}
 # The start-up log of a shared-GPU comm: driver vs toolkit (driver entry points asked at their ABI
 # version), the co-scheduling probe's verdict, the NCCL communicator made with the comm.
-if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$PERF" ]; then
   step "start-up log (INFO)" startup_info.log 60 env SYMMAR_DEBUG=INFO \
     "$PERF" --device gpu --local-world 4 -A oneshot -b 8 -e 8 -n 5 -w 1
 fi
 # The host-memory path (what PCIe boxes without working P2P run), forced on this GPU, next to the
 # peer path; NCCL cannot put two ranks on one GPU, so its NCCL_P2P_DISABLE=1 comparison needs 2+ GPUs.
-if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$PERF" ]; then
   step "symmar_perf local world 4, SYMMAR_P2P=off (host memory)" perf_hoststaged_world4.log 40 env SYMMAR_P2P=off \
     "$PERF" --device gpu --local-world 4 -A oneshot,twoshot -b 8 -e 16M -f 4
 fi
 # The barrier-free lamport one-shot against the barrier one-shot over the decode range.
-if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$PERF" ]; then
   step "symmar_perf local world 4, lamport vs oneshot" perf_lamport_world4.log 40 \
     "$PERF" --device gpu --local-world 4 -A lamport,oneshot -b 4 -e 256K -f 4
   # The same run again: it timed out at its first call in about half the runs until symmar_perf
@@ -194,7 +202,7 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
       "$PERF" --device gpu --local-world 4 -A lamport,oneshot -b 4 -e 256K -f 4
   done
 fi
-if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$PERF" ]; then
   for n in 2 4 8; do
     step "symmar_perf local world $n" "perf_world$n.log" 45 \
       "$PERF" --device gpu --local-world "$n" -A all -b 8 -e 64M -f 4
@@ -204,16 +212,17 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
     step "symmar_perf local world $n at 16 KiB and 256 KiB" "perf_16k_256k_world$n.log" 20 \
       "$PERF" --device gpu --local-world "$n" -A oneshot,twoshot,lamport -b 16K -e 256K -f 16
   done
-else
+elif [ $full -eq 1 ]; then
   ROWS+=("| symmar_perf | not built (skipped) | 0 |")
 fi
 # The large-message ceiling: this GPU's own device-to-device copy, next to the sweeps above.
-step "device-to-device copy bandwidth (torch)" gpu_copy_bandwidth.log 30 \
-  python3 "$ROOT/benchmarks/gpu_copy_bandwidth.py" --min 1M --max 1G
+if [ $full -eq 1 ]; then
+  step "device-to-device copy bandwidth (torch)" gpu_copy_bandwidth.log 30 \
+    python3 "$ROOT/benchmarks/gpu_copy_bandwidth.py" --min 1M --max 1G
+fi
 # The fused call against an allreduce + an engine's add + RMSNorm kernel, decode shapes; each
 # token count first checks that the two agree.
-NORM_PERF="$BUILD/benchmarks/symmar_norm_perf_gpu"
-if [ $built -eq 1 ] && [ -x "$NORM_PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$NORM_PERF" ]; then
   for n in 2 4 8; do
     step "fused vs allreduce + separate pass, local world $n, hidden 7168 bf16" "norm_perf_world$n.log" 45 \
       "$NORM_PERF" --local-world "$n" --hidden 7168 --tokens 1,2,4,8,16,32,64
@@ -221,7 +230,7 @@ if [ $built -eq 1 ] && [ -x "$NORM_PERF" ]; then
 fi
 # Reduce-scatter and all-gather, last (what time is left): the kernels, and NCCL's where it runs
 # (it needs a GPU per rank; on one GPU the step shows the kernels alone).
-if [ $built -eq 1 ] && [ -x "$PERF" ]; then
+if [ $full -eq 1 ] && [ -x "$PERF" ]; then
   for coll in reducescatter allgather; do
     step "symmar_perf local world 4, $coll" "perf_${coll}_world4.log" 40 \
       "$PERF" --device gpu --local-world 4 -C "$coll" -A all -b 8 -e 16M -f 4
@@ -229,7 +238,7 @@ if [ $built -eq 1 ] && [ -x "$PERF" ]; then
 fi
 
 # The sweeps at the other worlds (3, 4, 5), with what time is left.
-if [ $built -eq 1 ]; then
+if [ $full -eq 1 ]; then
   step "gpu tests: sweeps at worlds 3, 4 and 5" ctest_gpu_6_sweep_more.log 90 \
     ctest --test-dir "$BUILD" -L gpu -R 'SharedGpu(Sweep|ScatterGather).*_?world[345]( |$)' --output-on-failure \
     --no-tests=error
@@ -237,7 +246,7 @@ fi
 
 # With what time is left: table files measured here, for ranks sharing this GPU (docs/tuning.md).
 TUNE="$BUILD/benchmarks/symmar_tune"
-if [ $built -eq 1 ] && [ -x "$TUNE" ]; then
+if [ $full -eq 1 ] && [ -x "$TUNE" ]; then
   for n in 2 4 8; do
     step "symmar_tune local world $n" "tune_world$n.log" 60 \
       "$TUNE" --device gpu --local-world "$n" -b 8 -e 16M -f 4 -n 20 -w 3 --out "$OUT/tuned_world$n.json"
@@ -245,8 +254,8 @@ if [ $built -eq 1 ] && [ -x "$TUNE" ]; then
 fi
 
 if [ $built -eq 1 ]; then
-  TESTS=$(cat "$OUT"/ctest_gpu*.log | grep -E "tests passed|tests failed" | tr '\n' ';')
-  cat "$OUT"/ctest_gpu*.log | grep -E "Test +#[0-9]+:" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //' \
+  TESTS=$(cat "$OUT"/ctest_gpu*.log "$OUT"/settle_1_tests.log 2>/dev/null | grep -E "tests passed|tests failed" | tr '\n' ';')
+  cat "$OUT"/ctest_gpu*.log "$OUT"/settle_1_tests.log 2>/dev/null | grep -E "Test +#[0-9]+:" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //' \
     >"$OUT/ctest_gpu_results.txt"
 fi
 {
@@ -284,7 +293,7 @@ fi
     echo "- grid / blocks: $(grep -m1 -oE "CUDA backend ready: .*" "$OUT/startup_info.log" || echo "no line")"
   fi
   for f in "$OUT"/perf_world*.log "$OUT"/perf_16k_256k*.log "$OUT"/perf_hoststaged*.log "$OUT"/perf_lamport_world4.log "$OUT"/gpu_copy_bandwidth.log \
-    "$OUT"/norm_perf_world*.log; do
+    "$OUT"/norm_perf_world*.log "$OUT"/settle_[234]_*.log; do
     [ -f "$f" ] || continue
     echo
     echo "## $(basename "$f" .log)"

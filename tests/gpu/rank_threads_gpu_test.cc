@@ -54,6 +54,10 @@ struct Case {
   Kind first, second;  ///< the calls take turns in runs of kRun, first kind first
   int world;
   bool p2p_off;  ///< SYMMAR_P2P=off: the kernels stage through pinned host memory
+  /// >= 0: after this call rank 0 allocates and frees device and pinned memory while its peers'
+  /// next kernels may already spin for it, then settles as docs/integration.md says (a completed
+  /// memset on its stream) before its next call.
+  int alloc_after = -1;
 };
 
 constexpr int kTimeoutMs = 3000;
@@ -120,6 +124,19 @@ struct RankBuffers {
   }
 };
 
+/// Rank 0's allocations between two calls, then the settling memset; "" on success.
+std::string allocateMidRunAndSettle(const RankBuffers& b) {
+  void* dev = nullptr;
+  void* pinned = nullptr;
+  if (cudaMalloc(&dev, size_t{1} << 20) != cudaSuccess || cudaMallocHost(&pinned, size_t{1} << 20) != cudaSuccess) {
+    return "mid-run allocation";
+  }
+  cudaFree(dev);
+  cudaFreeHost(pinned);
+  cudaMemsetAsync(b.norm, 0, 1, b.stream);  // norm is written by no call before the next
+  return cudaStreamSynchronize(b.stream) == cudaSuccess ? "" : "settling after the mid-run allocation";
+}
+
 /// Rank r's part: its buffers, the barrier, kCalls calls each waited for, and the check of the
 /// last (an allreduce: every element the sum of the ranks' r + 1). "" on success.
 std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<int>* arrived) {
@@ -151,6 +168,7 @@ std::string rankEarlyCalls(const Case& c, int r, symmarComm_t comm, std::atomic<
       error = "call " + std::to_string(k) + " (issued at " + issued + " ms, returned at " + returned +
               " ms, waited for until " + ms() + " ms): " + symmarGetLastError(comm);
     }
+    if (r == 0 && k == c.alloc_after && error.empty()) error = allocateMidRunAndSettle(b);
   }
   if (error.empty()) {
     std::vector<float> got(count);
@@ -196,7 +214,9 @@ TEST(GpuRankThreads, EarlyCallsOfEachKindFromTheirOwnThreads) {
   const Case cases[] = {{"one-shot and two-shot through peer memory", Kind::kOneShot, Kind::kTwoShot, 4, false},
                         {"lamport and one-shot", Kind::kLamport, Kind::kOneShot, 4, false},
                         {"one-shot and two-shot through host memory", Kind::kOneShot, Kind::kTwoShot, 4, true},
-                        {"fused add + RMSNorm and one-shot", Kind::kFused, Kind::kOneShot, 2, false}};
+                        {"fused add + RMSNorm and one-shot", Kind::kFused, Kind::kOneShot, 2, false},
+                        {"one-shot and lamport, rank 0 allocating after call 10", Kind::kOneShot, Kind::kLamport, 4,
+                         false, 10}};
   for (const Case& c : cases) {
     for (int attempt = 0; attempt < 3; ++attempt) {
       const std::string error = earlyCallsFromRankThreads(c);
