@@ -39,7 +39,9 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
     CUDA_OK(devAlloc(&res[r], n * 4));
     CUDA_OK(devAlloc(&norm[r], n * 4));
     CUDA_OK(devAlloc(&gamma[r], hidden * 4));
-    if (fp8) CUDA_OK(devAlloc(&q[r], n));
+    if (fp8) {
+      CUDA_OK(devAlloc(&q[r], n));
+    }
     CUDA_OK(cudaMemcpy(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(res[r], host_res.data(), n * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(gamma[r], host_gamma.data(), hidden * 4, cudaMemcpyHostToDevice));
