@@ -5,9 +5,11 @@
 // (perf_schedule.h), so the ratio holds even while the machine's speed drifts. The allreduce alone
 // (the first half of "separate") is printed too: the fused call's cost over the bare collective.
 // -A times several fused forms in the same loop (auto: the one the call plans), a row each.
+// --out FILE times both forms and writes the fused call's table row measured here (tuneFusedRow:
+// the faster form while it keeps up with the separate pass, the unfused path past it).
 //
 //   symmar_norm_perf [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [-d bf16|f16|f32]
-//                    [-A auto,oneshot,twoshot] [--block 10]
+//                    [-A auto,oneshot,twoshot] [--block 10] [--out FILE] [--margin 0.05]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,7 +25,10 @@
 #include "host/add_rms_norm.h"  // the row kernels (no library state), from symmar_internal
 #include "host/simd_reduce.h"   // the SIMD target they run
 #include "perf_schedule.h"
+#include "plan/arch.h"
+#include "plan/table.h"
 #include "symmar/symmar.h"
+#include "tune_table.h"
 
 namespace {
 
@@ -35,6 +40,8 @@ struct Options {
   int block = 10;  // calls of one variant in a row (perf_schedule.h)
   symmarDataType_t dtype = symmarBfloat16;
   std::vector<symmarAlgo_t> forms = {symmarAlgoAuto};
+  std::string out;  ///< where to write the measured addrmsnorm row ("": none)
+  double margin = 0.05;
 };
 
 double nowUs() {
@@ -90,6 +97,10 @@ bool parse(int argc, char** argv, Options* o) {
         o->forms.push_back(algo);
         p = end ? end + 1 : p + name.size();
       }
+    } else if (a == "--out") {
+      o->out = v;
+    } else if (a == "--margin") {
+      o->margin = std::atof(v);
     } else if (a == "-d") {
       const std::string d = v;
       o->dtype = d == "f32" ? symmarFloat32 : d == "f16" ? symmarFloat16 : symmarBfloat16;
@@ -97,7 +108,23 @@ bool parse(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  return o->world >= 1 && o->hidden > 0 && o->iters > 0 && o->block > 0 && !o->tokens.empty();
+  if (!o->out.empty()) o->forms = {symmarAlgoOneShot, symmarAlgoTwoShot};  // the row needs both
+  return o->world >= 1 && o->hidden > 0 && o->iters > 0 && o->block > 0 && !o->tokens.empty() && o->margin >= 0;
+}
+
+/// Writes the fused call's row measured on comm's key to o.out; false when it cannot.
+bool writeFusedRow(const Options& o, symmarComm_t comm, const std::vector<tune::FusedMeasurement>& m) {
+  symmarTopology_t topo{};
+  if (symmarCommTopology(comm, &topo) != symmarSuccess) return false;
+  const int arch = topo.link == symmarLinkHostMemory ? symmar::kArchHost : symmar::archOf(topo.cc_major, topo.cc_minor);
+  const std::string source = "symmar_norm_perf, hidden " + std::to_string(o.hidden) + ", " +
+                             symmar::dtypeName(o.dtype) + ", margin " + std::to_string(o.margin);
+  const std::string json = tune::tableFileJson(symmar::archKeyName(arch), symmar::linkName(topo.link), o.world,
+                                               tune::tuneFusedRow(m, o.margin), source, 1, "addrmsnorm");
+  FILE* f = fopen(o.out.c_str(), "w");
+  if (!f) return false;
+  const bool ok = fputs(json.c_str(), f) >= 0;
+  return fclose(f) == 0 && ok;
 }
 
 }  // namespace
@@ -126,6 +153,7 @@ int main(int argc, char** argv) {
          "fused/allred");
   int status = 0;
   const size_t forms = o.forms.size();
+  std::vector<tune::FusedMeasurement> measured;  // --out: both forms and the separate pass, by size
   for (size_t tokens : o.tokens) {
     const size_t n = tokens * o.hidden;
     // Per rank: the median of each fused form, then of the separate pass and of the allreduce.
@@ -178,13 +206,22 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < m.size(); ++k) slowest[k] = std::max(slowest[k], m[k]);
     }
     const double se = slowest[forms], ar = slowest[forms + 1];
+    if (!o.out.empty()) measured.push_back({n * elem, slowest[0], slowest[1], se});
     for (size_t f = 0; f < forms; ++f) {
       const double fu = slowest[f];
       printf("%10zu %8s %12.2f %12.2f %8.2fx %12.2f %12.2fx\n", tokens, symmarAlgoName(o.forms[f]), fu, se, se / fu,
              ar, fu / ar);
     }
   }
-  for (symmarComm_t c : comms) symmarCommDestroy(c);
   if (status) fprintf(stderr, "a call failed\n");
+  if (!o.out.empty() && status == 0) {
+    if (writeFusedRow(o, comms[0], measured)) {
+      printf("# wrote the addrmsnorm row measured here to %s\n", o.out.c_str());
+    } else {
+      fprintf(stderr, "could not write %s\n", o.out.c_str());
+      status = 1;
+    }
+  }
+  for (symmarComm_t c : comms) symmarCommDestroy(c);
   return status;
 }

@@ -8,7 +8,9 @@
 // the slowest rank. The fused call is timed as the planner serves it and in each of its forms
 // (one-shot and two-shot, symmarAllReduceAddRmsNormAlgo), the data for its table row. Before the
 // timing, for each token count, each fused form and the allreduce + separate pass run once from the
-// same inputs and must agree (exit 1 where they do not).
+// same inputs and must agree (exit 1 where they do not). --out FILE writes the fused call's table
+// row measured here (tune_table.h's tuneFusedRow: a form while it keeps up with the allreduce + the
+// separate kernel, the unfused path past it), keyed by the comm's architecture, link and world.
 //
 //   symmar_norm_perf_gpu [--local-world N] [--hidden 7168] [--tokens 1,2,4,...] [-n iters] [--block 10]
 #include <cuda_bf16.h>
@@ -25,8 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/names.h"
 #include "perf_group.h"
+#include "plan/table.h"
 #include "symmar/symmar.h"
+#include "tune_table.h"
 
 namespace {
 
@@ -39,6 +44,8 @@ struct Options {
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64};
   int iters = 200;
   int block = 10;
+  std::string out;  ///< where to write the measured addrmsnorm row ("": none)
+  double margin = 0.05;
 };
 
 __device__ float blockSum(float v, float* shared) {
@@ -106,6 +113,10 @@ bool parse(int argc, char** argv, Options* o) {
       o->iters = std::atoi(v);
     } else if (a == "--block") {
       o->block = std::atoi(v);
+    } else if (a == "--out") {
+      o->out = v;
+    } else if (a == "--margin") {
+      o->margin = std::atof(v);
     } else if (a == "--tokens") {
       o->tokens.clear();
       for (char* p = const_cast<char*>(v); *p;) {
@@ -121,7 +132,8 @@ bool parse(int argc, char** argv, Options* o) {
     }
   }
   const bool tokens_ok = !o->tokens.empty() && *std::min_element(o->tokens.begin(), o->tokens.end()) > 0;
-  return o->world >= 1 && o->hidden > 0 && o->hidden % kVecElems == 0 && o->iters > 0 && o->block > 1 && tokens_ok;
+  return o->world >= 1 && o->hidden > 0 && o->hidden % kVecElems == 0 && o->iters > 0 && o->block > 1 && tokens_ok &&
+         o->margin >= 0;
 }
 
 enum Variant { kFused, kFusedOneShot, kFusedTwoShot, kSeparate, kAllReduce, kVariants };
@@ -298,7 +310,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s [--local-world N] [--hidden H (a multiple of 8)] [--tokens 1,2,4] [-n iters] "
-            "[--block N (2 or more)]\n",
+            "[--block N (2 or more)] [--out FILE] [--margin 0.05]\n",
             argv[0]);
     return 2;
   }
@@ -321,6 +333,7 @@ int main(int argc, char** argv) {
   printf("#%9s %12s %12s %9s %12s %13s %10s %10s\n", "tokens", "fused", "separate", "speed-up", "allreduce",
          "fused/allred", "1-shot", "2-shot");
   int status = 0;
+  std::vector<tune::FusedMeasurement> measured;  // --out: the forms and the separate pass, by size
   for (int tokens : o.tokens) {
     std::vector<Rank> ranks(static_cast<size_t>(o.world));
     std::vector<std::string> errors(static_cast<size_t>(o.world));
@@ -347,9 +360,26 @@ int main(int argc, char** argv) {
       release(ranks[static_cast<size_t>(r)]);
     }
     if (status != 0) break;
+    measured.push_back({static_cast<size_t>(tokens) * static_cast<size_t>(o.hidden) * 2, worst[kFusedOneShot],
+                        worst[kFusedTwoShot], worst[kSeparate]});
     printf("%10d %12.2f %12.2f %8.2fx %12.2f %12.2fx %10.2f %10.2f\n", tokens, worst[kFused], worst[kSeparate],
            worst[kSeparate] / worst[kFused], worst[kAllReduce], worst[kFused] / worst[kAllReduce],
            worst[kFusedOneShot], worst[kFusedTwoShot]);
+  }
+  if (!o.out.empty() && status == 0) {
+    symmarTopology_t topo{};
+    symmarCommTopology(comms[0], &topo);
+    const std::string source = "symmar_norm_perf_gpu, " + std::to_string(o.world) + " ranks on " +
+                               std::to_string(std::min(devices, o.world)) + " GPU(s), hidden " +
+                               std::to_string(o.hidden) + " bf16, margin " + std::to_string(o.margin);
+    const std::string json = tune::tableFileJson(symmar::archKeyName(symmar::archOf(topo.cc_major, topo.cc_minor)),
+                                                 symmar::linkName(topo.link), o.world,
+                                                 tune::tuneFusedRow(measured, o.margin), source, 1, "addrmsnorm");
+    FILE* f = fopen(o.out.c_str(), "w");
+    const bool written = f && fputs(json.c_str(), f) >= 0;
+    if (f) fclose(f);
+    printf("# %s the addrmsnorm row measured here to %s\n", written ? "wrote" : "could not write", o.out.c_str());
+    if (!written) status = 1;
   }
   for (symmarComm_t c : comms) symmarCommDestroy(c);
   return status;

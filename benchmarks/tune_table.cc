@@ -88,6 +88,27 @@ std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double 
   return entries;
 }
 
+std::vector<Entry> tuneFusedRow(std::vector<FusedMeasurement> measurements, double margin) {
+  std::sort(measurements.begin(), measurements.end(),
+            [](const FusedMeasurement& a, const FusedMeasurement& b) { return a.bytes < b.bytes; });
+  std::vector<Measurement> held;  // the forms' times at the sizes the fused call holds
+  uint64_t last = 0;
+  for (const FusedMeasurement& m : measurements) {
+    double best = 0;
+    for (double t : {m.oneshot_us, m.twoshot_us}) {
+      if (t > 0 && (best == 0 || t < best)) best = t;
+    }
+    if (best == 0 || (m.unfused_us > 0 && best > m.unfused_us * (1.0 + margin))) break;
+    if (m.oneshot_us > 0) held.push_back({symmarAlgoOneShot, m.bytes, m.oneshot_us});
+    if (m.twoshot_us > 0) held.push_back({symmarAlgoTwoShot, m.bytes, m.twoshot_us});
+    last = m.bytes;
+  }
+  if (held.empty()) return {{symmarAlgoOneShot, 1}};
+  std::vector<Entry> entries = tuneRow(held, margin);
+  entries.back().max_bytes = last;  // the unfused path past the last size the fused call held
+  return entries;
+}
+
 std::string tableFileJson(const std::string& arch, const std::string& link, int world, const std::vector<Entry>& entries,
                           const std::string& source, int hosts, const std::string& collective) {
   std::string out = "{\"rows\": [\n  {\"arch\": \"" + arch + "\", \"link\": \"" + link + "\", \"world\": " +

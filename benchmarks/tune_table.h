@@ -28,6 +28,20 @@ struct Entry {
 /// left to the planner's fallback rule and not listed.
 std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double margin);
 
+/// One size of the fused allreduce + residual add + RMSNorm: each form's time (0: not measured)
+/// and the unfused path's (the allreduce, then the add and norm).
+struct FusedMeasurement {
+  size_t bytes;  ///< tokens x hidden elements
+  double oneshot_us, twoshot_us, unfused_us;
+};
+
+/// The fused call's row (collective "addrmsnorm"): from the smallest size up, the faster fused
+/// form (with tuneRow's margin against noise) while the better form is no slower than the unfused
+/// path by more than margin; the row ends at the last such size, past which the planner runs the
+/// unfused path. Where the fused call loses from the smallest size, a single entry of 1 byte (no
+/// call is that small): an empty fused row would defer to the allreduce's row instead.
+std::vector<Entry> tuneFusedRow(std::vector<FusedMeasurement> measurements, double margin);
+
 /// A table file (see docs/tuning.md) holding one row; hosts > 1 keys it for comms spanning that
 /// many hosts (world is then the ranks per host); collective names the row's collective where it
 /// is not the allreduce ("reducescatter", "allgather": sizes are then the whole buffer).

@@ -25,7 +25,8 @@ fi
 if [ -x "$NORM_PERF" ]; then
   for n in 2 4 8; do
     step "settle 2: fused, local world $n, hidden 7168" "settle_2_norm_world${n}_h7168.log" 40 \
-      "$NORM_PERF" --local-world "$n" --hidden 7168 --tokens 1,2,4,8,16,32,64,128,256,512 -n 60
+      "$NORM_PERF" --local-world "$n" --hidden 7168 --tokens 1,2,4,8,16,32,64,128,256,512 -n 60 \
+      --out "$OUT/fused_row_world$n.json"
   done
   step "settle 2: fused, local world 4, hidden 4096" settle_2_norm_world4_h4096.log 40 \
     "$NORM_PERF" --local-world 4 --hidden 4096 --tokens 1,2,4,8,16,32,64,128,256,512 -n 60

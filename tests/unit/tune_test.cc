@@ -115,6 +115,43 @@ TEST(Tune, MergingHandsANoisyRunToTheNeighbourThatCostsLeast) {
   EXPECT_EQ(entries.back().max_bytes, UINT64_MAX);
 }
 
+// The fused call's row: the faster form while it keeps up with the unfused path, and the row ends
+// where the unfused path wins by more than the margin; the planner then runs the unfused path.
+TEST(Tune, TheFusedRowEndsWhereTheUnfusedPathWins) {
+  // hidden 4096 bf16: 8 KiB a token. One-shot ahead to 8 tokens, two-shot at 16, the unfused path
+  // ahead by 3% at 32 (noise: kept) and by 40% at 64 and after (a later fused win does not count).
+  const std::vector<FusedMeasurement> m = {
+      {1 << 16, 10.0, 14.0, 20.0},  // listed out of order: sorted by size
+      {1 << 13, 5.0, 9.0, 12.0},   {1 << 14, 6.0, 9.5, 12.5}, {1 << 17, 18.0, 12.0, 21.0},
+      {1 << 18, 30.0, 25.0, 24.5}, {1 << 19, 60.0, 56.0, 40.0}, {1 << 20, 50.0, 45.0, 80.0}};
+  const std::vector<Entry> entries = tuneFusedRow(m, 0.05);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].algo, symmarAlgoOneShot);
+  EXPECT_EQ(entries[0].max_bytes, uint64_t(1) << 16);
+  EXPECT_EQ(entries[1].algo, symmarAlgoTwoShot);
+  EXPECT_EQ(entries[1].max_bytes, uint64_t(1) << 18);
+  symmar::Tables tables = symmar::Tables::builtin();
+  ASSERT_EQ(tables.loadJson(tableFileJson("sm90", "nvlink", 4, entries, "synthetic", 1, "addrmsnorm"), "t.json"),
+            symmarSuccess);
+  const symmar::TableRow* fused = tables.resolve(9, 0, symmarLinkNvLink, 4, 1, symmar::Collective::kAddRmsNorm);
+  ASSERT_EQ(fused->source, "synthetic");
+  const symmarTopology_t topo{9, 0, symmarLinkNvLink, 4, 0};
+  const symmar::TableRow& allreduce = *tables.resolve(9, 0, symmarLinkNvLink, 4);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 8, 4096, symmarBfloat16), symmarAlgoOneShot);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 16, 4096, symmarBfloat16), symmarAlgoTwoShot);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 32, 4096, symmarBfloat16), symmarAlgoTwoShot);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 64, 4096, symmarBfloat16), symmarAlgoAuto);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 128, 4096, symmarBfloat16), symmarAlgoAuto);
+}
+
+// Losing from the smallest size: a row that holds no call (an empty row would defer to the
+// allreduce's row, which runs a fused form).
+TEST(Tune, AFusedCallThatAlwaysLosesGetsARowOfOneByte) {
+  const std::vector<Entry> entries = tuneFusedRow({{1 << 13, 20.0, 22.0, 10.0}, {1 << 14, 25.0, 21.0, 12.0}}, 0.05);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].max_bytes, 1u);
+}
+
 TEST(Tune, AReduceScatterOrAllGatherRowIsKeyedByItsCollective) {
   const std::vector<Entry> entries = {{symmarAlgoOneShot, 65536}};
   for (const char* name : {"reducescatter", "allgather"}) {
