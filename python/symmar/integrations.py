@@ -7,9 +7,11 @@ symmetric-memory and custom allreduce communicators (docs/engines.md):
 
 It never raises for a machine it cannot serve (no CUDA, an unknown GPU, a world of one, a comm
 that cannot be created): it declines, logs why once, and `disabled` is True on every rank of the
-group, so that all ranks fall back together. `should_all_reduce` answers from the comm's plan for
-that size and dtype (the tables measured for this machine), and the answer is the same on every
-rank for the same tensor shape: a rank never takes symmar while a peer takes the fallback.
+group, so that all ranks fall back together. `should_all_reduce` answers from the comm's plan (the
+tables measured for this machine), read once at creation into a range of element counts per dtype,
+so that the answer is the same on every rank for the same tensor shape (a rank never takes symmar
+while a peer takes the fallback) and the whole path traces under torch.compile(fullgraph=True):
+no ctypes call and no Python object made per call, the collective through torch.ops.symmar.
 """
 import contextlib
 import logging
@@ -17,6 +19,7 @@ import logging
 import torch
 import torch.distributed as dist
 
+from . import ops as _ops
 from . import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, released_by_group
 from ._core import Comm
 
@@ -26,9 +29,36 @@ _log = logging.getLogger("symmar")
 # good (symmar's fallback is the same library), so the communicator declines.
 _OWN_ALGOS = ("oneshot", "twoshot", "multimem", "lamport")
 _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-# Plans remembered per (count, dtype). A server meets a new count for every prompt length, so the
-# memory is forgotten when full rather than left to grow; a plan costs one call to recompute.
-_MAX_REMEMBERED_PLANS = 4096
+# The counts the plan is read at, at creation: 1, then four points an octave up to 2^40 elements,
+# each change between two points found exactly by bisection. A change between two points that
+# changes back before the next (a row entry narrower than a quarter octave) is not seen: such a
+# count then follows its neighbours, which costs speed, never a wrong result (every rank decides
+# from the same plan, and symmar serves any count).
+_PROBE_COUNTS = sorted({1} | {int(2 ** k * f) for k in range(41) for f in (1.0, 1.25, 1.5, 1.75)})
+
+
+def _own_span(plan):
+    """(lo, hi): the first run of element counts, from the smallest up, that plan(count) gives to
+    symmar's own algorithms; None when no probed count is."""
+    own = [plan(n) in _OWN_ALGOS for n in _PROBE_COUNTS]
+    if True not in own:
+        return None
+    first = own.index(True)
+
+    def edge(a, b, a_own):  # the last count from a (plan own == a_own) before b (the other)
+        while b - a > 1:
+            m = (a + b) // 2
+            if (plan(m) in _OWN_ALGOS) == a_own:
+                a = m
+            else:
+                b = m
+        return a
+    lo = _PROBE_COUNTS[0] if first == 0 else edge(_PROBE_COUNTS[first - 1], _PROBE_COUNTS[first], False) + 1
+    rest = own[first:]
+    if False not in rest:
+        return lo, _PROBE_COUNTS[-1]
+    last = first + rest.index(False) - 1
+    return lo, edge(_PROBE_COUNTS[last], _PROBE_COUNTS[last + 1], True)
 
 
 def _device(device):
@@ -54,8 +84,10 @@ class SymmarCommunicator:
         self.disabled = True
         self.disabled_reason = None
         self.comm = None
-        self.max_bytes = max_bytes
-        self._plans = {}
+        self._spans = {}  # torch dtype -> (lo, hi) element counts the plan gives symmar, from creation
+        self._ranges = {}  # the same with max_bytes applied: what should_all_reduce reads
+        self._op_handle = 0  # the comm's name in torch.ops.symmar calls
+        self._max_bytes = max_bytes
         self.world_size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.device = None
@@ -74,6 +106,7 @@ class SymmarCommunicator:
         else:
             why = why or "a peer rank declined"
         if why is None:
+            self._read_plan()
             self.disabled = False
             _log.info("symmar communicator enabled: %s", self.comm.describe().split(";")[0])
         else:
@@ -120,19 +153,47 @@ class SymmarCommunicator:
             self.comm.close()
             self.comm = None
 
+    def _read_plan(self):
+        """The counts symmar takes per dtype, from the comm's plan (the same on every rank), and its
+        name for torch.ops.symmar."""
+        for dtype, name in _DTYPES.items():
+            span = _own_span(lambda n, name=name: self.comm.plan(n, name, "sum"))
+            if span is not None:
+                self._spans[dtype] = span
+        self._op_handle = _ops.handle(self.comm)
+        self._apply_max_bytes()
+
+    def _apply_max_bytes(self):
+        self._ranges = {}
+        for dtype, (lo, hi) in self._spans.items():
+            if self._max_bytes is not None:
+                hi = min(hi, self._max_bytes // (torch.finfo(dtype).bits // 8))
+            if lo <= hi:
+                self._ranges[dtype] = (lo, hi)
+
+    @property
+    def max_bytes(self):
+        """The most bytes of a tensor taken (None: the plan alone decides)."""
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value):
+        self._max_bytes = value
+        self._apply_max_bytes()
+
     # -- what it takes --
 
     def should_all_reduce(self, inp):
         """Whether symmar takes this tensor: enabled, a float32/float16/bfloat16 dense tensor on
-        the comm's device, within max_bytes, and planned to a symmar algorithm for its size."""
+        the comm's device, within max_bytes, and planned to a symmar algorithm for its size. Reads
+        only values made at creation: traceable, and the same answer on every rank."""
         if self.disabled or not isinstance(inp, torch.Tensor):
             return False
-        dtype = _DTYPES.get(inp.dtype)
-        if dtype is None or inp.numel() == 0 or not inp.is_contiguous() or not self._on_device(inp):
+        span = self._ranges.get(inp.dtype)
+        if span is None or not inp.is_contiguous() or not self._on_device(inp):
             return False
-        if self.max_bytes is not None and inp.numel() * inp.element_size() > self.max_bytes:
-            return False
-        return self._plan(inp.numel(), dtype) in _OWN_ALGOS
+        n = inp.numel()
+        return span[0] <= n <= span[1]
 
     # The engines' names for the same question (vLLM's SymmMemCommunicator and CustomAllreduce,
     # SGLang's TorchSymmMemCommunicator).
@@ -145,15 +206,6 @@ class SymmarCommunicator:
             return t.device.type == "cpu"
         return t.device.type == "cuda" and t.device.index == self.device.index
 
-    def _plan(self, count, dtype):
-        key = (count, dtype)
-        algo = self._plans.get(key)
-        if algo is None:
-            if len(self._plans) >= _MAX_REMEMBERED_PLANS:
-                self._plans.clear()
-            algo = self._plans[key] = self.comm.plan(count, dtype, "sum")
-        return algo
-
     # -- collectives --
 
     def all_reduce(self, inp, out=None):
@@ -162,7 +214,18 @@ class SymmarCommunicator:
         torch.cuda.current_stream(), so the call can be captured in a CUDA graph."""
         if not self.should_all_reduce(inp):
             return None
+        if out is None:
+            return torch.ops.symmar.all_reduce(inp, self._op_handle)
         return self.comm.all_reduce(inp, out=out)
+
+    def all_reduce_(self, inp):
+        """In place: inp holds the sum over the group and is returned (an engine's in-place
+        allreduce, as vLLM's CPU shared-memory one); None when should_all_reduce(inp) is False.
+        Through torch.ops.symmar.all_reduce_, so a compiled graph calls it without Python."""
+        if not self.should_all_reduce(inp):
+            return None
+        torch.ops.symmar.all_reduce_(inp, self._op_handle)
+        return inp
 
     def custom_all_reduce(self, inp):
         """all_reduce under the custom-allreduce name: a new tensor, or None when declined."""
