@@ -80,6 +80,11 @@ const EnvVarInfo kRegistry[] = {
      "Which host this rank counts as: ranks share memory only with ranks of the same host id, and a comm spanning "
      "several ids runs hierarchically (set per rank to test several hosts on one machine: scripts/sim-hosts.sh).",
      kText, kNone, kNone, kNone},
+    {"SYMMAR_VLLM", "0 or 1", "0",
+     "Read by the vLLM plugin (symmar.integrations.vllm, loaded by vLLM in every process): 1 routes the "
+     "tensor-parallel allreduce of vLLM's CPU workers through symmar where its plan takes the size; 0 leaves vLLM "
+     "untouched. Part of vLLM's compile cache key either way.",
+     kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
      "First barrier epoch and call number of new comms (rank 0's value; on the GPU the call number counts lamport "
      "calls); set near 4294967295 to exercise their wrap (testing).",

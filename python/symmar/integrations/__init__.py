@@ -19,9 +19,9 @@ import logging
 import torch
 import torch.distributed as dist
 
-from . import ops as _ops
-from . import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, released_by_group
-from ._core import Comm
+from .. import ops as _ops
+from .. import torch as _symmar_torch  # Comm.from_process_group, torch.ops.symmar, released_by_group
+from .._core import Comm
 
 _log = logging.getLogger("symmar")
 

@@ -1,0 +1,99 @@
+"""vLLM general plugin: its tensor-parallel allreduce through symmar on CPU workers, with no edit
+to vLLM. Installed with the wheel as the `vllm.general_plugins` entry point `symmar`; vLLM loads it
+in every process before it builds its process groups. Off unless SYMMAR_VLLM=1:
+
+    pip install symmar && SYMMAR_VLLM=1 vllm serve ... --tensor-parallel-size 2
+
+When on, each tensor-parallel group's CpuCommunicator gets a SymmarCommunicator over the group's
+CPU (gloo) group; its all_reduce takes what symmar's plan takes (in place, through
+torch.ops.symmar.all_reduce_, so vLLM's compiled graphs trace it) and leaves everything else, and
+every other collective, to vLLM's own path. Creation is agreed over the group, so all ranks of a
+group take symmar or none does. One line per group says which path serves it and why, through the
+`vllm.symmar` logger, which vLLM's logging configuration shows.
+
+vLLM's compile cache key hashes vLLM's own environment variables; the plugin adds SYMMAR_VLLM to
+them, so a graph compiled with symmar is never reused without it, or the other way round.
+"""
+import functools
+import logging
+import os
+
+_log = logging.getLogger("vllm.symmar")
+_ENV = "SYMMAR_VLLM"
+_CPU_COMMUNICATOR = "vllm.distributed.device_communicators.cpu_communicator"
+
+# What the plugin did in this process, for tests and for users asking why: group name -> the
+# line it logged.
+served = {}
+
+
+def enabled():
+    """Whether SYMMAR_VLLM asks for symmar (1, true, on, yes)."""
+    return os.environ.get(_ENV, "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def register():
+    """The entry point vLLM calls in every process. Always enters SYMMAR_VLLM into vLLM's compile
+    cache key; patches the CPU communicator only when enabled()."""
+    _enter_compile_key()
+    if not enabled():
+        return
+    import importlib
+    try:
+        module = importlib.import_module(_CPU_COMMUNICATOR)
+    except ImportError as e:  # a vLLM without the CPU communicator: nothing to serve
+        _log.warning("symmar: SYMMAR_VLLM=1 but %s does not import (%s): vLLM's own allreduce serves",
+                     _CPU_COMMUNICATOR, e)
+        return
+    _patch(module.CpuCommunicator)
+
+
+def _enter_compile_key():
+    try:
+        import vllm.envs as envs
+    except ImportError:
+        return
+    variables = getattr(envs, "environment_variables", None)
+    if isinstance(variables, dict) and _ENV not in variables:
+        variables[_ENV] = lambda: os.environ.get(_ENV, "0")
+
+
+def _patch(cls):
+    """Wraps cls.__init__ and cls.all_reduce once (plugins may load more than once a process)."""
+    if getattr(cls, "_symmar_patched", False):
+        return
+    init, all_reduce = cls.__init__, cls.all_reduce
+
+    @functools.wraps(init)
+    def __init__(self, cpu_group, device=None, device_group=None, unique_name="", *args, **kwargs):
+        init(self, cpu_group, device, device_group, unique_name, *args, **kwargs)
+        self._symmar = _communicator_for(cpu_group, unique_name)
+
+    @functools.wraps(all_reduce)
+    def patched_all_reduce(self, input_):
+        comm = getattr(self, "_symmar", None)
+        if comm is not None and comm.should_all_reduce(input_):
+            return comm.all_reduce_(input_)
+        return all_reduce(self, input_)
+
+    cls.__init__ = __init__
+    cls.all_reduce = patched_all_reduce
+    cls._symmar_patched = True
+
+
+def _communicator_for(cpu_group, unique_name):
+    """A SymmarCommunicator for a tensor-parallel group, or None (another group, or declined)."""
+    if not str(unique_name).startswith("tp"):
+        return None
+    from . import SymmarCommunicator
+    comm = SymmarCommunicator(cpu_group, "cpu")
+    if comm.disabled:
+        line = "group %s: vLLM's own allreduce serves (symmar declined: %s)" % (unique_name, comm.disabled_reason)
+        comm = None
+    else:
+        line = "group %s: symmar serves the allreduce where its plan takes the size (%s)" % (
+            unique_name, comm.comm.describe().split(";")[0])
+    if unique_name not in served:
+        _log.info("symmar: %s", line)
+    served[unique_name] = line
+    return comm

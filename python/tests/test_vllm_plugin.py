@@ -1,0 +1,112 @@
+"""symmar.integrations.vllm, the vLLM general plugin, against a stand-in for vLLM's CPU
+communicator (the class shape of vLLM 0.32's CpuCommunicator: __init__(cpu_group, device,
+device_group, unique_name, ...) and an in-place all_reduce that returns its input) and its
+environment registry, in modules made here: the test needs no vLLM. Two gloo ranks spawned as in
+test_integrations.py; each collects its failures in a file.
+
+What must hold: off unless SYMMAR_VLLM=1 (the class untouched), SYMMAR_VLLM always entered into the
+compile cache key's variables, a tensor-parallel group served by symmar (the float64 reference's
+sums, in place, and the plugin's record of it), other groups and tensors symmar declines left to
+the engine's own all_reduce, the patched all_reduce traced by torch.compile(fullgraph=True), and
+loading twice patching once.
+"""
+import json
+import os
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (CI installs it in its cached venv)")
+dist = pytest.importorskip("torch.distributed", reason="this PyTorch has no torch.distributed")
+if not dist.is_available():
+    pytest.skip("this PyTorch was built without torch.distributed", allow_module_level=True)
+
+import torch.multiprocessing as tmp  # noqa: E402
+
+
+def _install_fake_vllm():
+    """vllm.envs and vllm.distributed.device_communicators.cpu_communicator, as far as the plugin
+    reaches into them. The fake all_reduce counts its calls and sums through gloo."""
+    names = ["vllm", "vllm.envs", "vllm.distributed", "vllm.distributed.device_communicators",
+             "vllm.distributed.device_communicators.cpu_communicator"]
+    mods = {n: types.ModuleType(n) for n in names}
+    mods["vllm.envs"].environment_variables = {"VLLM_PLUGINS": lambda: os.environ.get("VLLM_PLUGINS")}
+
+    class CpuCommunicator:
+        own_calls = 0
+
+        def __init__(self, cpu_group, device=None, device_group=None, unique_name="", use_all2all=False):
+            self.cpu_group, self.device_group, self.unique_name = cpu_group, device_group, unique_name
+
+        def all_reduce(self, input_):
+            type(self).own_calls += 1
+            dist.all_reduce(input_, group=self.device_group)
+            return input_
+
+    mods["vllm.distributed.device_communicators.cpu_communicator"].CpuCommunicator = CpuCommunicator
+    sys.modules.update(mods)
+    return CpuCommunicator, mods["vllm.envs"]
+
+
+def _rank(rank, nranks, store, out_dir, on):
+    failures = []
+    try:
+        if on:
+            os.environ["SYMMAR_VLLM"] = "1"
+        else:
+            os.environ.pop("SYMMAR_VLLM", None)
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=nranks)
+        cls, envs = _install_fake_vllm()
+        original = cls.all_reduce
+        from symmar.integrations import vllm as plugin
+        plugin.register()
+        plugin.register()  # vLLM may load plugins more than once in a process
+        if "SYMMAR_VLLM" not in envs.environment_variables:
+            failures.append("SYMMAR_VLLM is not among the compile cache key's variables")
+        if not on:
+            if cls.all_reduce is not original or getattr(cls, "_symmar_patched", False):
+                failures.append("patched without SYMMAR_VLLM=1")
+        else:
+            group = dist.group.WORLD
+            tp = cls(group, torch.device("cpu"), group, "tp:0")
+            other = cls(group, torch.device("cpu"), group, "world")
+            if getattr(other, "_symmar", None) is not None:
+                failures.append("a group other than tensor-parallel got symmar")
+            if "tp:0" not in plugin.served or "symmar serves" not in plugin.served["tp:0"]:
+                failures.append("no record that symmar serves tp:0: %r" % plugin.served)
+            for dtype in (torch.float32, torch.bfloat16):
+                for count in (1, 1000, 70000):
+                    x = torch.full((count,), float(rank + 1), dtype=dtype)
+                    before = cls.own_calls
+                    y = tp.all_reduce(x)
+                    want = torch.full((count,), float(nranks * (nranks + 1) // 2), dtype=dtype)
+                    if y is not x or not torch.equal(x, want):
+                        failures.append("tp:0 %s %d: not the sum in place" % (dtype, count))
+                    if cls.own_calls != before:
+                        failures.append("tp:0 %s %d: the engine's own path ran" % (dtype, count))
+            before = cls.own_calls
+            z = tp.all_reduce(torch.ones(8, dtype=torch.float64))  # a dtype symmar declines
+            if cls.own_calls != before + 1 or not torch.equal(z, torch.full((8,), float(nranks), dtype=torch.float64)):
+                failures.append("a float64 tensor did not go to the engine's own path")
+            compiled = torch.compile(lambda t: tp.all_reduce(t * 1) + 0, fullgraph=True, dynamic=True,
+                                     backend="aot_eager")
+            got = compiled(torch.full((257,), float(rank + 1)))
+            if not torch.equal(got, torch.full((257,), float(nranks * (nranks + 1) // 2))):
+                failures.append("compiled: wrong sum")
+            tp._symmar.close()
+    except Exception as e:  # noqa: BLE001  recorded, so that the peers are not left waiting silently
+        failures.append("rank %d raised %s: %s" % (rank, type(e).__name__, str(e).splitlines()[0][:300]))
+    with open(os.path.join(out_dir, "%d.json" % rank), "w") as f:
+        json.dump(failures, f)
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["off", "on"])
+def test_vllm_plugin(on, tmp_path):
+    store = str(tmp_path / "store")
+    tmp.spawn(_rank, args=(2, store, str(tmp_path), on), nprocs=2, join=True)
+    failures = []
+    for r in range(2):
+        with open(tmp_path / ("%d.json" % r)) as f:
+            failures += json.load(f)
+    assert not failures, "\n".join(failures[:20])
