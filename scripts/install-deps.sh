@@ -34,3 +34,4 @@ if ! "$venv/bin/python" -c "import scikit_build_core" >/dev/null 2>&1; then
   "$venv/bin/pip" install -q "scikit-build-core>=0.10" ||
     echo "WARNING: scikit-build-core not installed in $venv: the wheel test will skip" >&2
 fi
+

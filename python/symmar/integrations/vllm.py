@@ -23,8 +23,11 @@ _ENV = "SYMMAR_VLLM"
 _CPU_COMMUNICATOR = "vllm.distributed.device_communicators.cpu_communicator"
 
 # What the plugin did in this process, for tests and for users asking why: group name -> the
-# line it logged.
+# line it logged; and the allreduce calls of the patched communicators by who served them ("symmar",
+# "vllm"), as the method counts them when it runs in Python (eager mode; what a compiled graph
+# keeps of the count is torch.compile's business).
 served = {}
+calls = {"symmar": 0, "vllm": 0}
 
 
 def enabled():
@@ -73,12 +76,18 @@ def _patch(cls):
     def patched_all_reduce(self, input_):
         comm = getattr(self, "_symmar", None)
         if comm is not None and comm.should_all_reduce(input_):
+            _count("symmar")
             return comm.all_reduce_(input_)
+        _count("vllm")
         return all_reduce(self, input_)
 
     cls.__init__ = __init__
     cls.all_reduce = patched_all_reduce
     cls._symmar_patched = True
+
+
+def _count(who):
+    calls[who] += 1
 
 
 def _communicator_for(cpu_group, unique_name):

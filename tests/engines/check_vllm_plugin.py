@@ -1,0 +1,56 @@
+"""The vLLM plugin in the engine: vllm_tp2.py with SYMMAR_VLLM=0 and =1, in eager mode (bfloat16)
+and in vLLM's default compiled mode (float32, where a random model's near-ties in bfloat16 can
+tip a greedy choice on the compiled graph's own fusions), each pair from a fresh compile cache.
+The greedy ids must be equal with the plugin on and off, the plugin must have served the
+tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce
+the workers made (vLLM's own path none).
+
+    python check_vllm_plugin.py WORK_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(work, mode, plugin):
+    env = dict(os.environ, SYMMAR_VLLM=plugin, VLLM_CACHE_ROOT=os.path.join(work, "cache-" + mode + plugin))
+    cmd = [sys.executable, os.path.join(HERE, "vllm_tp2.py"), os.path.join(work, "model")]
+    cmd += ["--eager", "--dtype", "bfloat16"] if mode == "eager" else ["--dtype", "float32"]
+    # Into a file, not a pipe: vLLM's worker processes inherit the output and may outlive the
+    # script's own exit by a moment, and a pipe would be waited on until they let go of it.
+    log = os.path.join(work, "%s-%s.log" % (mode, plugin))
+    with open(log, "w") as out:
+        code = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+    with open(log) as f:
+        text = f.read()
+    lines = [line for line in text.splitlines() if line.startswith('{"tokens"')]
+    if code != 0 or not lines:
+        print(text[-6000:])
+        raise SystemExit("%s, SYMMAR_VLLM=%s: vLLM failed (exit %d)" % (mode, plugin, code))
+    return json.loads(lines[-1])
+
+
+def main():
+    work = sys.argv[1]
+    failures = []
+    for mode in ("eager", "compiled"):
+        off, on = run(work, mode, "0"), run(work, mode, "1")
+        print("%s: off %s\n%s: on  %s" % (mode, off["tokens"], mode, on["tokens"]))
+        if off["tokens"] != on["tokens"]:
+            failures.append("%s: greedy ids differ with the plugin on" % mode)
+        records = on.get("plugin", [])
+        print("%s: plugin %s" % (mode, json.dumps(records)))
+        if len(records) != 2 or any("symmar serves" not in r["served"].get("tp:0", "") for r in records):
+            failures.append("%s: the plugin did not serve tp:0 on both workers" % mode)
+        if mode == "eager" and any(r["calls"]["symmar"] == 0 or r["calls"]["vllm"] != 0 for r in records):
+            failures.append("eager: symmar did not serve every allreduce: %s" % [r["calls"] for r in records])
+    if failures:
+        raise SystemExit("\n".join(failures))
+    print("vLLM plugin: greedy ids equal with and without symmar, eager and compiled")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""vLLM on CPU at tensor-parallel size 2 with and without the symmar plugin: greedy token ids of a
+tiny random Llama-style model made here (no hub, no tokenizer), as JSON on the last line of stdout.
+
+    python vllm_tp2.py MODEL_DIR [--eager] [--dtype bfloat16|float32] [--tokens N]
+
+The caller sets SYMMAR_VLLM (0 or 1) and runs it once each way; with the plugin on, the JSON also
+holds the plugin's record from a worker (which path served the tensor-parallel group). Makes the
+model at MODEL_DIR first when it is not there. vLLM must be importable, and symmar's entry point
+registered (pip install of the wheel, or tests/engines/run_vllm_check.sh's dist-info).
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def make_model(path):
+    """A Llama-style model with random weights (seeded): hidden 512, 4 layers, vocabulary 1024."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=1024, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(path)
+
+
+def plugin_record(_self=None):
+    """Runs in a worker (collective_rpc): what the plugin did there."""
+    from symmar.integrations import vllm as plugin
+    return {"served": dict(plugin.served), "calls": dict(plugin.calls)}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--eager", action="store_true")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--tokens", type=int, default=16)
+    args = parser.parse_args()
+    if not os.path.exists(os.path.join(args.model, "config.json")):
+        make_model(args.model)
+    # collective_rpc below sends a function to the workers (this script's own, run locally).
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    llm = LLM(model=args.model, tensor_parallel_size=2, dtype=args.dtype, enforce_eager=args.eager,
+              skip_tokenizer_init=True, max_model_len=256, max_num_seqs=4, seed=0)
+    prompts = [TokensPrompt(prompt_token_ids=[(7 * i + 3 * j) % 1000 + 1 for j in range(8 + i)]) for i in range(4)]
+    params = SamplingParams(temperature=0.0, max_tokens=args.tokens, detokenize=False)
+    outputs = llm.generate(prompts, params)
+    result = {"tokens": [list(o.outputs[0].token_ids) for o in outputs]}
+    if os.environ.get("SYMMAR_VLLM") == "1":
+        result["plugin"] = llm.collective_rpc(plugin_record)
+    print(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # vLLM's worker processes are torn down with this one
+
+
+if __name__ == "__main__":
+    main()
