@@ -1,10 +1,11 @@
 // Fused allreduce + residual add + RMSNorm (+ FP8 E4M3 output), split by rows: a block finishes a
 // row as a whole (the row's statistic is a block reduction in a fixed tree order, so every rank
-// that finishes a row computes the same bits).
+// that finishes a row from the same values computes the same bits).
 //  - one-shot: every rank stages its rows; every rank sums all rows in rank order and finishes them.
-//  - two-shot: every rank stages its rows; each finishes the rows it owns (its rank slice of the
-//    chunk), writes them to its outputs and publishes residual, norm and fp8 rows in staging half 1;
-//    after a second barrier every rank copies the other owners' rows.
+//  - two-shot: every rank stages its rows; each reduces the rows it owns (its rank slice of the
+//    chunk) in rank order and publishes their sums in staging half 1; after a second barrier every
+//    rank finishes every row (residual add, norm, fp8) from its owner's sums. Only the sums cross
+//    between ranks, and a rank's outputs all come from its own residual_in, as in the one-shot.
 // Row r of every chunk is handled by block r % grid on every rank (myRow), so per-block flags order
 // every staging access, as in the plain kernels.
 #include <cstdint>
@@ -56,18 +57,21 @@ __device__ __forceinline__ bool vecAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % sched::kVecBytes == 0;
 }
 
-/// Where a row's sources lie: every rank's staging at offset `staged` of its allocation (the fused
-/// forms), or one pointer (the unfused form's sums: kSrcs 1). Peers' pointers are formed from the
-/// kernel parameters where they are loaded, so they hold no registers across the row loops.
+/// Where a row's sources lie: every rank's input rows of the chunk (the fused forms: each rank's
+/// staging half, or its input in place in its heap, as the start barrier told: sourceOf), or one
+/// pointer (the unfused form's sums, or the two-shot's published sums: kSrcs 1). Peers' pointers
+/// are formed where they are loaded, so they hold no registers across the row loops.
 template <typename T>
 struct RowSources {
   const typename T::Bits* single;
-  size_t staged;
+  const BlockShared* sh;
+  size_t half;   ///< the staging half the chunk's rows are staged in
+  size_t first;  ///< the chunk's first element in the call (where an input read in place starts)
 };
 template <typename T, int kSrcs>
 __device__ __forceinline__ const typename T::Bits* sourceRow(const KernelArgs& a, const RowSources<T>& s, int p) {
   if (kSrcs == 1) return s.single;
-  return reinterpret_cast<const typename T::Bits*>(a.base[p] + s.staged);
+  return sourceOf<T>(a, s.sh, p, s.half, s.first);
 }
 
 /// Finishes row `row` (index in the call) from every source's copy of it at row `local` there.
@@ -185,29 +189,6 @@ __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns
   }
 }
 
-/// Copies a row's h FP8 bytes in pieces of a vector's elements (E bytes), a thread each as
-/// finishRowVec writes them (so a thread copies what it wrote itself), or a byte a thread as
-/// finishRow does.
-template <typename T>
-__device__ __forceinline__ void copyFp8Row(unsigned char* dst, const unsigned char* src, size_t h, bool vec) {
-  constexpr int E = Vec<T>::kElems;
-  using Word = decltype(Fp8Pack<E>::w);
-  if (vec && reinterpret_cast<uintptr_t>(dst) % E == 0 && reinterpret_cast<uintptr_t>(src) % E == 0) {
-    for (size_t i = threadIdx.x * E; i < h; i += kThreads * E) {
-      *reinterpret_cast<Word*>(dst + i) = *reinterpret_cast<const Word*>(src + i);
-    }
-    return;
-  }
-  if (vec) {  // the same pieces, byte by byte
-    for (size_t i = threadIdx.x * E; i < h; i += kThreads * E) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) dst[i + e] = src[i + e];
-    }
-    return;
-  }
-  for (size_t i = threadIdx.x; i < h; i += kThreads) dst[i] = src[i];
-}
-
 /// Copies n elements between a rank's buffer and staging (or between staging and a buffer), whole
 /// vectors when vec (rows of whole vectors, the staging side aligned), element by element otherwise.
 template <typename T>
@@ -228,66 +209,76 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
   uint32_t epoch;
   if (!blockBegin<T>(a, &ns.sh, &epoch)) return;
   const size_t h = a.hidden;
-  const bool fp8 = a.fp8_out != nullptr;
-  const size_t part_bytes = sched::fusedPartBytes(h * sizeof(Bits));  // parts of a published row
-  const size_t out_row_bytes = sched::fusedRowBytes(h, sizeof(Bits), fp8, true);
+  // Elements from one staged row to the next: whole rows (one-shot), rows padded to a vector
+  // boundary (two-shot, so a row's sums are reduced with vector loads whatever h is).
+  const size_t stride = TwoShot ? sched::fusedRowBytes(h, sizeof(Bits), true) / sizeof(Bits) : h;
   // > 0: checked by the host with the same function.
-  const size_t per_chunk = sched::fusedRowsPerChunk(a.staging_bytes, h, sizeof(Bits), fp8, TwoShot);
+  const size_t per_chunk = sched::fusedRowsPerChunk(a.staging_bytes, h, sizeof(Bits), TwoShot);
   const size_t tokens = a.count / h;
   const Bits* input = static_cast<const Bits*>(a.send);
   const bool vec = vectorRows<T>(h);
   const size_t half0 = sched::stagingHalfOffset(a.staging_bytes, 0);
   const size_t half1 = sched::stagingHalfOffset(a.staging_bytes, 1);
+  // Peers read this rank's input rows in place from its heap (the host decided: no output of the
+  // call overlaps them in the one-shot; in the two-shot an output is the input or apart from it).
+  const bool peers_read_input = a.send_offset != kStagedInput;
   for (size_t r0 = 0, k = 0; r0 < tokens; r0 += per_chunk, ++k) {
     const size_t rows = tokens - r0 < per_chunk ? tokens - r0 : per_chunk;
     // One-shot alternates halves between chunks; two-shot stages in half 0, publishes in half 1.
     const size_t in_half = TwoShot ? half0 : sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(k & 1));
     Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + in_half);
-    for (size_t r = 0; r < rows; ++r) {
+    for (size_t r = 0; r < rows && !peers_read_input; ++r) {
       if (!myRow(r)) continue;
-      copyRow<T>(own_in + r * h, input + (r0 + r) * h, h, vec);
+      copyRow<T>(own_in + r * stride, input + (r0 + r) * h, h, vec);
     }
-    if (!blockBarrier(a, &ns.sh, &epoch, kStagedInput)) return;
-    const RowSources<T> srcs{nullptr, a.staging_off + in_half};
-    const sched::Range mine = TwoShot ? sched::rankSlice(rows, a.world, a.rank, 1) : sched::Range{0, rows};
-    for (size_t r = mine.begin; r < mine.end; ++r) {
-      if (!myRow(r)) continue;
-      if (vec) {
-        finishRowVec<T>(a, &ns, srcs, r, r0 + r);
-      } else {
-        finishRow<T>(a, &ns, srcs, r, r0 + r);
-      }
-      if (TwoShot) {  // publish the finished row
-        char* pub = a.base[a.rank] + a.staging_off + half1 + r * out_row_bytes;
-        const Bits* res = static_cast<const Bits*>(a.recv) + (r0 + r) * h;
-        const Bits* norm = static_cast<const Bits*>(a.norm_out) + (r0 + r) * h;
-        copyRow<T>(reinterpret_cast<Bits*>(pub), res, h, vec);
-        copyRow<T>(reinterpret_cast<Bits*>(pub + part_bytes), norm, h, vec);
-        if (fp8) {
-          copyFp8Row<T>(reinterpret_cast<unsigned char*>(pub + 2 * part_bytes), a.fp8_out + (r0 + r) * h, h, vec);
+    if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
+    if (!TwoShot) {  // every row from every rank's input rows
+      const RowSources<T> srcs{nullptr, &ns.sh, in_half, r0 * h};
+      for (size_t r = 0; r < rows; ++r) {
+        if (!myRow(r)) continue;
+        if (vec) {
+          finishRowVec<T>(a, &ns, srcs, r, r0 + r);
+        } else {
+          finishRow<T>(a, &ns, srcs, r, r0 + r);
         }
       }
+      continue;
     }
-    if (!TwoShot) continue;
-    if (!blockBarrier(a, &ns.sh, &epoch, kStagedInput)) return;
+    // Two-shot: the sums of this rank's rows, reduced in rank order into its half 1; then, after
+    // the second barrier, every rank finishes every row from its owner's sums.
+    const sched::Range mine = sched::rankSlice(rows, a.world, a.rank, 1);
+    Bits* own_sums = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half1);
+    for (size_t r = mine.begin; r < mine.end; ++r) {
+      if (!myRow(r)) continue;
+      // Inputs read in place have rows of whole vectors (the host offers them only then), where
+      // stride is h; a peer's offset for other rows is not followed (it would read past them).
+      const Bits* src[kMaxRanks];
+#pragma unroll
+      for (int p = 0; p < kMaxRanks; ++p) {
+        src[p] = p >= a.world ? nullptr
+                 : vec        ? sourceOf<T>(a, &ns.sh, p, half0, r0 * h)
+                              : reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + half0);
+      }
+      reduceRange<T, symmarSum>(src, a.world, own_sums, nullptr, sched::Range{r * stride, r * stride + h}, true);
+    }
+    if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
     for (int q = 0; q < a.world; ++q) {
-      if (q == a.rank) continue;
       const sched::Range theirs = sched::rankSlice(rows, a.world, q, 1);
       for (size_t r = theirs.begin; r < theirs.end; ++r) {
         if (!myRow(r)) continue;
-        const char* pub = a.base[q] + a.staging_off + half1 + r * out_row_bytes;
-        Bits* res = static_cast<Bits*>(a.recv) + (r0 + r) * h;
-        Bits* norm = static_cast<Bits*>(a.norm_out) + (r0 + r) * h;
-        copyRow<T>(res, reinterpret_cast<const Bits*>(pub), h, vec);
-        copyRow<T>(norm, reinterpret_cast<const Bits*>(pub + part_bytes), h, vec);
-        if (fp8) {
-          const unsigned char* theirs_fp8 = reinterpret_cast<const unsigned char*>(pub + 2 * part_bytes);
-          copyFp8Row<T>(a.fp8_out + (r0 + r) * h, theirs_fp8, h, vec);
+        const Bits* owner_sums = reinterpret_cast<const Bits*>(a.base[q] + a.staging_off + half1) + r * stride;
+        const RowSources<T> sums{owner_sums, nullptr, 0, 0};
+        if (vec) {
+          finishRowVec<T, 1>(a, &ns, sums, 0, r0 + r);
+        } else {
+          finishRow<T, 1>(a, &ns, sums, 0, r0 + r);
         }
       }
     }
   }
-  blockEnd(a, &ns.sh, epoch, false);
+  // The one-shot's peers read this rank's input until they finish; the two-shot's only before the
+  // second barrier of each chunk.
+  blockEnd(a, &ns.sh, epoch, !TwoShot && peers_read_input);
 }
 
 /// The add and norm alone, on this rank, after an allreduce into a.send (the unfused call): rows
@@ -299,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CON
   using Bits = typename T::Bits;
   SYMMAR_BLOCK_SHARED(NormShared, ns);
   ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
-  const RowSources<T> sums{static_cast<const Bits*>(a.send), 0};  // a.world 1: the only source
+  const RowSources<T> sums{static_cast<const Bits*>(a.send), nullptr, 0, 0};  // a.world 1: the only source
   const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums.single);
   const size_t tokens = a.count / a.hidden;
   for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) {

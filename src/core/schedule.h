@@ -163,24 +163,21 @@ SYMMAR_HD Range chunkRange(size_t count, size_t chunk_elems, size_t chunk) {
 }
 
 // ---- the fused allreduce + residual add + RMSNorm: chunks of whole rows ----
-// A chunk is as many rows as fit in one staging half (a row is normalised as a whole, by one
-// rank). The one-shot form stages input rows only. The two-shot form also publishes every finished
-// row in the other half as [residual | norm | fp8], and that published row bounds its chunk.
-/// Bytes one part of `bytes` data bytes takes in a published row: every part starts at a kVecBytes
-/// boundary, since the GPU kernels and the host's row kernels store element words (or vectors)
-/// into the parts, and an odd hidden size must not misalign the rows after the first.
+// A chunk is as many rows as fit in one staging half (a row is normalised as a whole). The one-shot
+// form stages input rows back to back. The two-shot form stages input rows and publishes their sums
+// in the other half, every row starting at a kVecBytes boundary, so that a row's sums are reduced
+// with vector accesses whatever the hidden size.
+/// Bytes of `bytes` data bytes rounded up to a kVecBytes boundary.
 SYMMAR_HD size_t fusedPartBytes(size_t bytes) { return (bytes + kVecBytes - 1) / kVecBytes * kVecBytes; }
-/// Staging bytes one row of hidden elements of elem bytes takes in a half: the input row
-/// (one-shot) or the published row, with its fp8 part when fp8 (two-shot).
-SYMMAR_HD size_t fusedRowBytes(size_t hidden, size_t elem, bool fp8, bool two_shot) {
+/// Staging bytes one row of hidden elements of elem bytes takes in a half.
+SYMMAR_HD size_t fusedRowBytes(size_t hidden, size_t elem, bool two_shot) {
   const size_t row = hidden * elem;
-  if (!two_shot) return row;
-  return 2 * fusedPartBytes(row) + (fp8 ? fusedPartBytes(hidden) : 0);
+  return two_shot ? fusedPartBytes(row) : row;
 }
 /// Rows per chunk of the fused form: whole rows in one staging half; 0 when a row does not fit or
 /// is empty.
-SYMMAR_HD size_t fusedRowsPerChunk(size_t staging_bytes, size_t hidden, size_t elem, bool fp8, bool two_shot) {
-  const size_t row = fusedRowBytes(hidden, elem, fp8, two_shot);
+SYMMAR_HD size_t fusedRowsPerChunk(size_t staging_bytes, size_t hidden, size_t elem, bool two_shot) {
+  const size_t row = fusedRowBytes(hidden, elem, two_shot);
   return row == 0 ? 0 : stagingHalfBytes(staging_bytes) / row;
 }
 

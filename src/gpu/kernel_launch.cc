@@ -163,12 +163,32 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
 }
 
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot) {
-  return sched::fusedRowBytes(call.hidden, symmarTypeSize(call.dtype), call.fp8_out != nullptr, two_shot);
+  return sched::fusedRowBytes(call.hidden, symmarTypeSize(call.dtype), two_shot);
 }
 
 size_t addRmsNormRowsPerChunk(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
-  return sched::fusedRowsPerChunk(ctx.layout.staging_bytes, call.hidden, symmarTypeSize(call.dtype),
-                                  call.fp8_out != nullptr, two_shot);
+  return sched::fusedRowsPerChunk(ctx.layout.staging_bytes, call.hidden, symmarTypeSize(call.dtype), two_shot);
+}
+
+uint64_t fusedInputOffset(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot) {
+  const size_t elem = symmarTypeSize(call.dtype), bytes = call.tokens * call.hidden * elem;
+  // Rows of whole vectors only: the two-shot reduces a row at the stride of its staged rows, which
+  // is the row itself only then (and the one-shot's vector loads need every row aligned).
+  if ((call.hidden * elem) % sched::kVecBytes != 0) return kStagedInput;
+  const uint64_t offset = symmetricInputOffset(ctx, call.input, bytes);
+  if (offset == kStagedInput) return kStagedInput;
+  const auto apart = [&](const void* out, size_t out_bytes) {
+    const uintptr_t i = reinterpret_cast<uintptr_t>(call.input), o = reinterpret_cast<uintptr_t>(out);
+    return out == nullptr || i + bytes <= o || o + out_bytes <= i;
+  };
+  // The one-shot writes a row's outputs while peers may still read that row of its input: no
+  // overlap at all. The two-shot writes row r only after its owner has read row r of every input
+  // (the second barrier of that row's block): an output that is the input, row for row, is safe.
+  const auto fits = [&](const void* out) { return apart(out, bytes) || (two_shot && out == call.input); };
+  if (!fits(call.residual_out) || !fits(call.norm_out) || !apart(call.fp8_out, call.tokens * call.hidden)) {
+    return kStagedInput;
+  }
+  return offset;
 }
 
 namespace {
@@ -187,7 +207,8 @@ void setNormArgs(const AddRmsNormCall& call, KernelArgs* a) {
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid) {
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
                                 symmarAlgoTwoShot, callSignature(call, form));
-  a.send_offset = kStagedInput;  // the fused kernels always stage their rows
+  a.send_offset = fusedInputOffset(ctx, call, form == symmarAlgoTwoShot);
+  inputOffsetBounds(ctx, call.tokens * call.hidden * symmarTypeSize(call.dtype), &a.input_lo, &a.input_span);
   a.aligned = 0;
   setNormArgs(call, &a);
   // A block a row, up to the co-residency cap: a row is a block's unit of work (its statistic is a

@@ -89,8 +89,13 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
 /// waits for its peers' grids, whose room the cap keeps).
 constexpr int kAddRmsNormRowsBlocks = 1024;
 KernelArgs makeAddRmsNormRowsArgs(const AddRmsNormCall& call, const void* sums, int max_grid, int* grid);
+/// Where peers read the fused call's input: its offset in this rank's user heap when it lies in
+/// the symmetric heap, has rows of whole 16-byte vectors and no output of the call overlaps it (the
+/// two-shot form also takes an output that is the input itself); kStagedInput otherwise.
+uint64_t fusedInputOffset(const LaunchContext& ctx, const AddRmsNormCall& call, bool two_shot);
 /// Staging bytes one row of the fused kernel of this form takes in a staging half: the input row
-/// (one-shot), or the row it publishes, parts 16-byte aligned (two-shot): sched::fusedRowBytes.
+/// (one-shot), or the row padded to 16 bytes (two-shot, whose sums are published at that stride):
+/// sched::fusedRowBytes.
 size_t addRmsNormRowBytes(const AddRmsNormCall& call, bool two_shot);
 /// Rows of a chunk the fused kernel of this form moves through a staging half (0: a row does not
 /// fit, or the call is empty).

@@ -157,10 +157,9 @@ symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_by
   if (*algo == symmarAlgoTwoShot && !two_fits && call.planned) *algo = symmarAlgoOneShot;
   const bool two_shot = *algo == symmarAlgoTwoShot;
   if (two_shot ? two_fits : one_fits) return symmarSuccess;
-  // A two-shot row holds more than a one-shot row, so only a two-shot can fail where the other fits.
-  const char* what = !two_shot      ? "the input row it stages"
-                     : call.fp8_out ? "the residual, norm and fp8 rows it publishes"
-                                    : "the residual and norm rows it publishes";
+  // A two-shot row is padded to 16 bytes, so only a two-shot can fail where the other fits.
+  const char* what = two_shot ? "the input row and the sums it publishes, each padded to 16 bytes"
+                              : "the input row it stages";
   const char* remedy = two_shot && one_fits
                            ? "; the oneshot form fits (force symmarAlgoOneShot, or let the call choose)"
                            : ": raise the staging buffer (config.staging_bytes, SYMMAR_STAGING_BYTES)";

@@ -26,6 +26,7 @@ struct NormCase {
   int world;
   bool two_shot, residual, in_place, fp8;
   bool misaligned;  ///< odd ranks' buffers one element past a 16-byte boundary (FP8: one byte)
+  bool symmetric;   ///< the inputs in the symmetric heap (peers read them in place where allowed)
 };
 
 void PrintTo(const NormCase& c, std::ostream* os) { *os << c.tokens << "x" << c.hidden; }
@@ -35,7 +36,7 @@ std::string normName(const testing::TestParamInfo<NormCase>& info) {
   static const char* dt[] = {"f32", "f16", "bf16"};
   return std::string(c.two_shot ? "twoshot_" : "oneshot_") + dt[c.dtype] + "_" + std::to_string(c.tokens) + "x" +
          std::to_string(c.hidden) + "_w" + std::to_string(c.world) + (c.residual ? "_res" : "") +
-         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "");
+         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "") + (c.symmetric ? "_sym" : "");
 }
 
 double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt == symmarFloat16 ? 2e-3 : 1.6e-2; }
@@ -61,9 +62,10 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
   std::vector<std::vector<unsigned char>> q_mem(c.world, std::vector<unsigned char>(n + 16));
   std::vector<char*> in, res, res_out, norm;
   std::vector<unsigned char*> q;
+  const std::vector<char*> sym = c.symmetric ? comm.symmetricAlloc(n * elem) : std::vector<char*>();
   for (int r = 0; r < c.world; ++r) {
     const size_t shift = c.misaligned && r % 2 == 1 ? elem : 0;
-    in.push_back(in_mem[r].data() + shift);
+    in.push_back(c.symmetric ? sym[r] : in_mem[r].data() + shift);
     res.push_back(res_mem[r].data() + shift);
     res_out.push_back(res_out_mem[r].data() + shift);
     norm.push_back(norm_mem[r].data() + shift);
@@ -128,7 +130,9 @@ std::vector<NormCase> normCases() {
       for (size_t tokens : {size_t(1), size_t(2), size_t(7), size_t(64)}) {
         for (size_t hidden : {size_t(7), size_t(128), size_t(4096)}) {
           if (tokens * hidden > 64 * 128 && tokens > 7) continue;  // keep the emulator's run short
-          cases.push_back({tokens, hidden, dt, 2 + k % 7, two, k % 2 == 0, k % 3 == 1, k % 4 == 2, k % 5 == 3});
+          const bool misaligned = k % 5 == 3;
+          cases.push_back({tokens, hidden, dt, 2 + k % 7, two, k % 2 == 0, k % 3 == 1, k % 4 == 2, misaligned,
+                           k % 2 == 1 && !misaligned});
           ++k;
         }
       }
@@ -140,24 +144,67 @@ std::vector<NormCase> normCases() {
 INSTANTIATE_TEST_SUITE_P(Emulated, FusedNorm, testing::ValuesIn(normCases()), normName);
 
 // What the host decides a form with, for the GPU backend: the kernels' own row layouts. A row of
-// 8191 float32 (32764 bytes) fits a 32768-byte half in the one-shot form only (the two-shot
-// publishes two 16-byte aligned parts: 2 x 32768); an odd row with fp8 pads every part.
+// 8191 float32 (32764 bytes) fits a 32768-byte half in either form (the two-shot pads it to 32768);
+// a row of 8193 in neither; an odd row with fp8 takes 16 bytes in the two-shot, no more (the sums
+// are what it publishes; every rank writes its own fp8 output).
 TEST(FusedNormLayout, RowBytesAreTheKernelsLayouts) {
   gpu::LaunchContext ctx;
   ctx.layout.staging_bytes = 64 << 10;
   AddRmsNormCall c{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0.0f, 4, 8191, symmarFloat32};
   EXPECT_EQ(gpu::addRmsNormRowBytes(c, false), 32764u);
-  EXPECT_EQ(gpu::addRmsNormRowBytes(c, true), 65536u);
+  EXPECT_EQ(gpu::addRmsNormRowBytes(c, true), 32768u);
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, false), 1u);
+  EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, true), 1u);
+  c.hidden = 8193;
+  EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, false), 0u);
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, c, true), 0u);
   unsigned char q = 0;
   AddRmsNormCall odd{nullptr, nullptr, nullptr, nullptr, nullptr, &q, 1.0f, 0.0f, 4, 7, symmarBfloat16};
   EXPECT_EQ(gpu::addRmsNormRowBytes(odd, false), 14u);
-  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), 16u + 16u + 16u);
-  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), sched::fusedRowBytes(7, 2, true, true));
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), 16u);
+  EXPECT_EQ(gpu::addRmsNormRowBytes(odd, true), sched::fusedRowBytes(7, 2, true));
   AddRmsNormCall empty = c;
   empty.hidden = 0;
   EXPECT_EQ(gpu::addRmsNormRowsPerChunk(ctx, empty, true), 0u) << "no division by an empty row";
+}
+
+// Where peers read a fused call's input in place (gpu::fusedInputOffset): in the symmetric heap,
+// rows of whole vectors, and no output over it; the two-shot also takes an output that is the input
+// itself (its owner reads a row before the row's block writes it), the one-shot does not (its peers
+// read every row until they finish). Everything else is staged.
+TEST(FusedNormLayout, PeersReadTheInputInPlaceOnlyWhereNoOutputOverlapsIt) {
+  EmuOptions o;
+  o.world = 2;
+  o.multicast = false;
+  EmuComm comm(o);
+  const gpu::LaunchContext ctx = comm.context(0);
+  const size_t tokens = 4, hidden = 64, bytes = tokens * hidden * 4;
+  char* sym = comm.symmetricAlloc(3 * bytes)[0];
+  std::vector<float> priv(tokens * hidden), out(tokens * hidden), norm(tokens * hidden);
+  std::vector<unsigned char> q(tokens * hidden);
+  AddRmsNormCall c{sym, nullptr, out.data(), norm.data(), nullptr, q.data(), 1.0f, 0.0f, tokens, hidden, symmarFloat32};
+  const uint64_t heap_off = static_cast<uint64_t>(sym - comm.base(0));  // its offset in rank 0's allocation
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, c, false), heap_off);
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, c, true), heap_off);
+  AddRmsNormCall odd = c;
+  odd.hidden = 63;
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, odd, true), gpu::kStagedInput) << "rows not of whole vectors";
+  AddRmsNormCall own = c;
+  own.input = priv.data();
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, own, false), gpu::kStagedInput) << "not in the heap";
+  AddRmsNormCall same = c;
+  same.residual_out = sym;
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, same, false), gpu::kStagedInput) << "one-shot: output over the input";
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, same, true), heap_off) << "two-shot: the output is the input";
+  AddRmsNormCall shifted = c;
+  shifted.norm_out = sym + 16 * 4;  // a quarter row past the input: rows overlap rows of other blocks
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, shifted, true), gpu::kStagedInput);
+  AddRmsNormCall after = c;
+  after.norm_out = sym + bytes;  // right after it: apart
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, after, false), heap_off);
+  AddRmsNormCall fp8_over = c;
+  fp8_over.fp8_out = reinterpret_cast<unsigned char*>(sym);
+  EXPECT_EQ(gpu::fusedInputOffset(ctx, fp8_over, true), gpu::kStagedInput) << "an fp8 row is not an input row";
 }
 
 // The add and norm alone (the unfused call, after an allreduce into `sums`), every dtype, hidden
@@ -240,7 +287,7 @@ TEST(FusedNormChunks, ABlockHeldInOneChunkSeesNoRowOfTheNext) {
   o.world = 2;
   o.multicast = false;
   o.blocks = 4;
-  o.staging_bytes = 16 << 10;  // halves of 8 KiB: 8 published rows of 2 x 512 bytes
+  o.staging_bytes = 8 << 10;  // halves of 4 KiB: 8 rows of 512 bytes
   EmuComm comm(o);
   const size_t tokens = 12, hidden = 128, n = tokens * hidden;
   std::vector<std::vector<float>> in(2, std::vector<float>(n)), res_out = in, norm = in;

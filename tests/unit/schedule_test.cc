@@ -164,23 +164,26 @@ TEST(Schedule, EpochsCompareAcrossWrap) {
   EXPECT_FALSE(epochReached(0xffffff00u, 5));
 }
 
-// Literal row sizes, so a change to the layout is a deliberate one: 7 bf16 with fp8 take
-// 16 + 16 + 16 bytes published, every part vector-aligned.
+// Literal row sizes, so a change to the layout is a deliberate one: the one-shot stages rows back to
+// back, the two-shot pads each row (input and published sums) to 16 bytes; an FP8 output takes no
+// staging in either form.
 TEST(Schedule, FusedRowsFillAStagingHalf) {
-  EXPECT_EQ(fusedRowBytes(7, 2, true, false), 14u) << "the one-shot stages input rows only";
-  EXPECT_EQ(fusedRowBytes(7, 2, false, false), 14u);
-  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 0, 2, true, true), 0u) << "no division by an empty row";
-  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, false), 1u) << "one row fills a half";
-  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false, true), 0u) << "a published row does not fit";
-  EXPECT_EQ(fusedRowBytes(7, 2, true, true), 48u);
-  EXPECT_EQ(fusedRowBytes(7, 2, false, true), 32u);
+  EXPECT_EQ(fusedRowBytes(7, 2, false), 14u) << "the one-shot stages input rows only";
+  EXPECT_EQ(fusedRowBytes(7, 2, true), 16u);
+  EXPECT_EQ(fusedRowBytes(8, 2, true), 16u);
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 0, 2, true), 0u) << "no division by an empty row";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8192, 4, false), 1u) << "one row fills a half";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8191, 4, true), 1u) << "32764 bytes padded to 32768 fill it too";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 8193, 4, false), 0u) << "a row does not fit";
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 7, 2, false), 2340u);
+  EXPECT_EQ(fusedRowsPerChunk(64 << 10, 7, 2, true), 2048u);
   EXPECT_EQ(fusedPartBytes(14), 16u);
   EXPECT_EQ(fusedPartBytes(16), 16u);
   for (size_t staging : {size_t{64} << 10, size_t{1} << 20, size_t{3} << 20}) {
     const size_t half = stagingHalfBytes(staging);
     for (bool two_shot : {false, true}) {
-      const size_t rows = fusedRowsPerChunk(staging, 7168, 2, true, two_shot);
-      const size_t row = fusedRowBytes(7168, 2, true, two_shot);
+      const size_t rows = fusedRowsPerChunk(staging, 7168, 2, two_shot);
+      const size_t row = fusedRowBytes(7168, 2, two_shot);
       EXPECT_LE(rows * row, half);
       EXPECT_GT((rows + 1) * row, half);
     }
