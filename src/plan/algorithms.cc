@@ -34,7 +34,7 @@ Refusal twoShot(const symmarTopology_t& t, const Request& r, uint32_t fallbacks)
 /// switch has (f32 only adds: there is no f32 max/min multimem form). An all-gather is a copy
 /// (multimem.st of any bits): every dtype.
 Refusal multimem(const symmarTopology_t& t, const Request& r, uint32_t) {
-  if (t.cc_major == 0 || t.link != symmarLinkNvSwitch) return Refusal::kLink;
+  if (t.cc_major == 0 || t.link != symmarLinkNvSwitch) return Refusal::kNoSwitch;
   if (!archSupportsMultimem(t.cc_major, t.cc_minor)) return Refusal::kArch;
   if (!t.multicast || t.world_size < 2) return Refusal::kNoMulticast;
   if (r.coll == Collective::kAllGather) return Refusal::kNone;
@@ -57,14 +57,14 @@ Refusal lamport(const symmarTopology_t& t, const Request& r, uint32_t) {
 }
 
 Refusal nccl(const symmarTopology_t& t, const Request&, uint32_t fallbacks) {
-  if (t.cc_major == 0 || t.link == symmarLinkHostMemory) return Refusal::kLink;
+  if (t.cc_major == 0 || t.link == symmarLinkHostMemory) return Refusal::kNotGpu;
   return fallbacks & algoBit(symmarAlgoNccl) ? Refusal::kNone : Refusal::kNoFallback;
 }
 
 /// The host fallback serves every host-backend comm that has it, those spanning hosts (link
 /// unknown: no shared memory between them) above all.
 Refusal mpi(const symmarTopology_t& t, const Request&, uint32_t fallbacks) {
-  if (t.cc_major != 0 || (t.link != symmarLinkHostMemory && t.link != symmarLinkUnknown)) return Refusal::kLink;
+  if (t.cc_major != 0 || (t.link != symmarLinkHostMemory && t.link != symmarLinkUnknown)) return Refusal::kNotHost;
   return fallbacks & algoBit(symmarAlgoMpi) ? Refusal::kNone : Refusal::kNoFallback;
 }
 
@@ -108,6 +108,9 @@ const char* refusalText(Refusal refusal) {
     case Refusal::kDtype: return "its kernels reduce float32, float16 and bfloat16 only";
     case Refusal::kOp: return "the NVSwitch has no float32 max or min";
     case Refusal::kLink: return "this comm's link gives it no access to its peers' memory";
+    case Refusal::kNoSwitch: return "multimem needs GPUs on an NVSwitch";
+    case Refusal::kNotGpu: return "NCCL serves GPU comms only, and this comm's ranks run on CPUs";
+    case Refusal::kNotHost: return "the MPI fallback serves CPU comms only, and this comm's ranks run on GPUs";
     case Refusal::kNoMulticast: return "this comm has no multicast object (needs an NVSwitch with multicast)";
     case Refusal::kArch: return "this GPU architecture has no multimem instructions";
     case Refusal::kTooLarge: return "the message is larger than its buffers hold";

@@ -19,6 +19,9 @@ enum class Refusal {
   kDtype,           ///< the kernels reduce float32, float16 and bfloat16 only
   kOp,              ///< the operation has no form here (multimem: no float32 max/min)
   kLink,            ///< the comm's link gives it no way to reach its peers' memory
+  kNoSwitch,        ///< multimem needs GPUs on an NVSwitch
+  kNotGpu,          ///< NCCL serves GPU comms only
+  kNotHost,         ///< the MPI fallback serves CPU comms only
   kNoMulticast,     ///< multimem needs multicast objects over an NVSwitch
   kArch,            ///< the GPU architecture lacks the instructions
   kTooLarge,        ///< the message is larger than the algorithm's buffers hold

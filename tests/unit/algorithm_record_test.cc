@@ -105,7 +105,7 @@ TEST(AlgorithmRecords, EachRefusalSaysWhy) {
   const Request small{symmarFloat32, symmarSum, 4096};
   const symmarTopology_t nvswitch = topo(9, 0, symmarLinkNvSwitch, 8, 1);
   EXPECT_EQ(canImplement(symmarAlgoMultimem, nvswitch, small, 0), Refusal::kNone);
-  EXPECT_EQ(canImplement(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 4, 0), small, 0), Refusal::kLink);
+  EXPECT_EQ(canImplement(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 4, 0), small, 0), Refusal::kNoSwitch);
   EXPECT_EQ(canImplement(symmarAlgoMultimem, topo(9, 0, symmarLinkNvSwitch, 8, 0), small, 0), Refusal::kNoMulticast);
   EXPECT_EQ(canImplement(symmarAlgoMultimem, topo(8, 0, symmarLinkNvSwitch, 8, 1), small, 0), Refusal::kArch);
   EXPECT_EQ(canImplement(symmarAlgoMultimem, nvswitch, {symmarFloat32, symmarMax, 4096}, 0), Refusal::kOp);
@@ -116,13 +116,16 @@ TEST(AlgorithmRecords, EachRefusalSaysWhy) {
   EXPECT_EQ(canImplement(symmarAlgoLamport, nvswitch, {symmarFloat32, symmarSum, limit}, 0), Refusal::kNone);
   EXPECT_EQ(canImplement(symmarAlgoLamport, nvswitch, {symmarFloat32, symmarSum, limit + 4}, 0), Refusal::kTooLarge);
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
-  EXPECT_EQ(canImplement(symmarAlgoNccl, host, small, algoBit(symmarAlgoNccl)), Refusal::kLink);
+  EXPECT_EQ(canImplement(symmarAlgoNccl, host, small, algoBit(symmarAlgoNccl)), Refusal::kNotGpu);
+  EXPECT_EQ(canImplement(symmarAlgoMultimem, host, small, 0), Refusal::kNoSwitch);
+  EXPECT_EQ(canImplement(symmarAlgoMpi, nvswitch, small, algoBit(symmarAlgoMpi)), Refusal::kNotHost);
   EXPECT_EQ(canImplement(symmarAlgoMpi, host, small, 0), Refusal::kNoFallback);
   EXPECT_EQ(canImplement(symmarAlgoMpi, host, small, algoBit(symmarAlgoMpi)), Refusal::kNone);
   // Every reason has its own words.
   std::set<std::string> texts;
-  for (Refusal r : {Refusal::kNotAnAlgorithm, Refusal::kDtype, Refusal::kOp, Refusal::kLink, Refusal::kNoMulticast,
-                    Refusal::kArch, Refusal::kTooLarge, Refusal::kNoFallback, Refusal::kDisabled}) {
+  for (Refusal r : {Refusal::kNotAnAlgorithm, Refusal::kDtype, Refusal::kOp, Refusal::kLink, Refusal::kNoSwitch,
+                    Refusal::kNotGpu, Refusal::kNotHost, Refusal::kNoMulticast, Refusal::kArch, Refusal::kTooLarge,
+                    Refusal::kNoFallback, Refusal::kDisabled, Refusal::kCollective}) {
     EXPECT_TRUE(texts.insert(refusalText(r)).second) << refusalText(r);
   }
 }
@@ -145,6 +148,15 @@ TEST(AlgorithmRecords, TheForcedPathsPrintTheReason) {
   EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), 4, symmarInt32, symmarSum, symmarAlgoLamport, comm, nullptr),
             symmarUnsupported);
   EXPECT_NE(std::string(symmarGetLastError(comm)).find(refusalText(Refusal::kDtype)), std::string::npos);
+  // A host comm forced onto NCCL or multimem is told why those cannot serve it, not about peer access.
+  EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), 4, symmarFloat32, symmarSum, symmarAlgoNccl, comm, nullptr),
+            symmarUnsupported);
+  EXPECT_NE(std::string(symmarGetLastError(comm)).find("NCCL serves GPU comms only"), std::string::npos)
+      << symmarGetLastError(comm);
+  EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), 4, symmarFloat32, symmarSum, symmarAlgoMultimem, comm, nullptr),
+            symmarUnsupported);
+  EXPECT_NE(std::string(symmarGetLastError(comm)).find(refusalText(Refusal::kNoSwitch)), std::string::npos)
+      << symmarGetLastError(comm);
   setenv("SYMMAR_DISABLE", "oneshot", 1);
   reloadPlanEnv();
   EXPECT_EQ(symmarAllReduceAlgo(buf.data(), buf.data(), 4, symmarFloat32, symmarSum, symmarAlgoOneShot, comm, nullptr),

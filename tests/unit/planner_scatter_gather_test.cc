@@ -124,7 +124,7 @@ TEST(ScatterGatherPlan, MultimemServesWhereTheSwitchHasTheForm) {
   EXPECT_EQ(refusalOf(symmarAlgoMultimem, ampere, {symmarFloat32, symmarSum, 256, rs}, nccl), Refusal::kArch);
   EXPECT_EQ(refusalOf(symmarAlgoMultimem, topo(9, 0, symmarLinkNvLink, 8), {symmarFloat32, symmarSum, 256, rs},
                       nccl),
-            Refusal::kLink);
+            Refusal::kNoSwitch);
 }
 
 TEST(ScatterGatherPlan, AnUnavailableMultimemGivesWayToOneShot) {
