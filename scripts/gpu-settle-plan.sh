@@ -18,7 +18,7 @@ step "settle 1: chain, fused, kernel loading, rank threads" settle_1_tests.log 1
 if [ -x "$SANITIZER" ] && [ -x "$GPU_TESTS" ]; then
   step "settle 1: memcheck, unfused + FP8 + several rows a block" settle_1_memcheck.log 120 \
     "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk'
+    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.SymmetricInputsAreReadInPlace'
   step "settle 1: synccheck, fused forms" settle_1_synccheck.log 60 \
     "$SANITIZER" --tool synccheck --error-exitcode 1 "$GPU_TESTS" --gtest_filter=GpuFused.AddRmsNormMatchesTheReference
 fi

@@ -174,6 +174,13 @@ SYMMAR_HD size_t fusedRowBytes(size_t hidden, size_t elem, bool two_shot) {
   const size_t row = hidden * elem;
   return two_shot ? fusedPartBytes(row) : row;
 }
+/// Staging bytes one row takes in a half of the host backend's fused two-shot, which publishes the
+/// rows it finishes as [residual | norm | fp8], each part 16-byte aligned (the host's row kernels
+/// store vectors into the parts, and an odd hidden size must not misalign the parts after the
+/// first). On CPUs finishing a row costs more than copying it, so the owner finishes it once.
+SYMMAR_HD size_t hostFusedPublishedRowBytes(size_t hidden, size_t elem, bool fp8) {
+  return 2 * fusedPartBytes(hidden * elem) + (fp8 ? fusedPartBytes(hidden) : 0);
+}
 /// Rows per chunk of the fused form: whole rows in one staging half; 0 when a row does not fit or
 /// is empty.
 SYMMAR_HD size_t fusedRowsPerChunk(size_t staging_bytes, size_t hidden, size_t elem, bool two_shot) {

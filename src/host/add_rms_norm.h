@@ -12,10 +12,21 @@
 
 namespace symmar {
 
+/// A second place for one finished row's outputs, written in the same pass as the call's outputs
+/// (the two-shot publishes the rows it finishes for its peers): a row each of residual_out's and
+/// norm_out's values, and of fp8_out's when the call has one.
+struct AddRmsNormRowCopy {
+  void* residual;
+  void* norm;
+  void* fp8;
+};
+
 /// Finishes row `row` of the call from rows[0..nrows): the ranks' input rows of it (c.dtype, hidden
 /// elements each), whose fp32 sum in rank order is the allreduce (one row: an allreduce already
-/// done). Writes residual_out, norm_out and fp8_out of that row. residual_in of the row is read
-/// before any output of the row is written (in place allowed).
-void finishAddRmsNormRow(const AddRmsNormCall& c, size_t row, const void* const* rows, int nrows);
+/// done). Writes residual_out, norm_out and fp8_out of that row, and the same values to `copy`
+/// unless it is null. residual_in of the row is read before any output of the row is written (in
+/// place allowed).
+void finishAddRmsNormRow(const AddRmsNormCall& c, size_t row, const void* const* rows, int nrows,
+                         const AddRmsNormRowCopy* copy = nullptr);
 
 }  // namespace symmar

@@ -1,12 +1,15 @@
 // The fused allreduce + residual add + RMSNorm (+ FP8) on the host, in the two forms of the plain
-// allreduce, split by rows (a row is normalised as a whole):
+// allreduce, split by rows (a row is normalised as a whole, by one rank):
 //  - one-shot: every rank stages its rows, then reduces all rows itself in rank order and finishes
 //    them (add, norm, fp8). One barrier per chunk of rows; staging halves alternate.
-//  - two-shot: every rank stages the rows its peers own; each reduces the rows it owns in rank
-//    order (its own part read from its input) and publishes their sums in its other staging half;
-//    after an end barrier every rank finishes every row from its owner's sums.
-// Each row is finished from the same values in the same order on every rank, so all ranks hold the
-// same bits.
+//  - two-shot: every rank stages the rows its peers own; each reduces and finishes the rows it owns
+//    (its own part read from its input) and publishes residual_out, norm_out (and fp8_out) rows in
+//    its other staging half in the same pass; after an end barrier every rank copies the other
+//    owners' rows.
+// Each row is finished by exactly one code path with one summation order, so all ranks hold the
+// same bits. (The GPU's two-shot publishes the sums only and every rank finishes every row: there
+// the arithmetic is nearly free. On a CPU core it is not: that form, tried here, took 1.15-1.4x
+// longer at 4-256 tokens of hidden 7168 bf16, 2 ranks, than finishing a row once and copying it.)
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -34,18 +37,20 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
   }
   const size_t elem = symmarTypeSize(c.dtype);
   const size_t row_bytes = c.hidden * elem;
+  const bool fp8 = c.fp8_out != nullptr;
   const size_t staging_bytes = heap_->stagingBytes();
-  const size_t form_row_bytes[2] = {sched::fusedRowBytes(c.hidden, elem, false),
-                                    sched::fusedRowBytes(c.hidden, elem, true)};
+  // The row kernels store element words into the published parts: each part is vector-aligned.
+  const size_t form_row_bytes[2] = {row_bytes, sched::hostFusedPublishedRowBytes(c.hidden, elem, fp8)};
   SYMMAR_CHECK(fitAddRmsNormForm(c, form_row_bytes, sched::stagingHalfBytes(staging_bytes), &algo));
-  const bool two_shot = algo == symmarAlgoTwoShot;
-  const size_t rows_per_chunk = sched::fusedRowsPerChunk(staging_bytes, c.hidden, elem, two_shot);
-  const size_t sums_row_bytes = form_row_bytes[1];  // the two-shot's published rows: 16-byte aligned
+  // > 0: the form's row fits a half (fitAddRmsNormForm).
+  const size_t rows_per_chunk = sched::stagingHalfBytes(staging_bytes) / form_row_bytes[algo == symmarAlgoTwoShot];
+  const size_t out_row_bytes = form_row_bytes[1];
+  const size_t part_bytes = sched::fusedPartBytes(row_bytes);
   const char* input = static_cast<const char*>(c.input);
   const size_t chunks = (c.tokens + rows_per_chunk - 1) / rows_per_chunk;
   // Both forms stage in their slot of the staging ring, as the allreduce does: the slot holds what
   // the call writes into either half, the two-shot's published rows being the larger part.
-  const size_t half_row_bytes = two_shot ? sums_row_bytes : row_bytes;
+  const size_t half_row_bytes = algo == symmarAlgoTwoShot ? out_row_bytes : row_bytes;
   const size_t shift = stagingShift(std::min(c.tokens, rows_per_chunk) * half_row_bytes);
   const auto staging = [&](int p, int half) { return heap_->staging(p, half) + shift; };
   for (size_t k = 0; k < chunks; ++k) {
@@ -54,41 +59,46 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     const int in_half = takeWriteHalf();
     // The two-shot's peers read only the rows they own, so this rank's own rows stay in its input
     // (the one-shot's peers read every row: `mine` is empty and all are staged).
-    const sched::Range mine = two_shot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
+    const sched::Range mine =
+        algo == symmarAlgoTwoShot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
     const char* chunk_in = input + r0 * row_bytes;
     char* staged = staging(rank_, in_half);
     copyBytes(staged, chunk_in, mine.begin * row_bytes);
     copyBytes(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
-    // Row r's sources: every rank's input row, in rank order.
-    const auto rowSources = [&](size_t r) {
+    // Row r from every rank's rows, summed in rank order.
+    const auto finishRow = [&](size_t r, const AddRmsNormRowCopy* copy) {
       for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, in_half) + r * row_bytes;
       if (r >= mine.begin && r < mine.end) srcs_[rank_] = chunk_in + r * row_bytes;
-      return srcs_.data();
+      finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_, copy);
     };
-    if (!two_shot) {
-      for (size_t r = 0; r < rows; ++r) finishAddRmsNormRow(c, r0 + r, rowSources(r), world_);
+    if (algo != symmarAlgoTwoShot) {
+      for (size_t r = 0; r < rows; ++r) finishRow(r, nullptr);
       last_read_half_ = in_half;
       continue;
     }
-    // Two-shot: the sums of this rank's rows, published; then every row finished from its sums.
+    // Two-shot: this rank's rows of the chunk, finished into its outputs and published in the
+    // same pass.
     const int out_half = in_half ^ 1;
-    char* sums = staging(rank_, out_half);
-    if (sums_row_bytes == row_bytes && mine.size() > 0) {  // rows back to back: one reduction
-      reduceRanks(sums + mine.begin * row_bytes, nullptr, rowSources(mine.begin), world_, mine.size() * c.hidden,
-                  c.dtype, symmarSum);
-    } else {
-      for (size_t r = mine.begin; r < mine.end; ++r) {
-        reduceRanks(sums + r * sums_row_bytes, nullptr, rowSources(r), world_, c.hidden, c.dtype, symmarSum);
-      }
+    char* pub = staging(rank_, out_half);
+    for (size_t r = mine.begin; r < mine.end; ++r) {
+      char* row_pub = pub + r * out_row_bytes;
+      const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
+      finishRow(r, &copy);
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
-    for (int p = 0; p < world_; ++p) {
+    for (int i = 1; i < world_; ++i) {
+      const int p = (rank_ + i) % world_;
       const sched::Range s = sched::rankSlice(rows, world_, p, 1);
       const char* theirs = staging(p, out_half);
       for (size_t r = s.begin; r < s.end; ++r) {
-        const void* row = theirs + r * sums_row_bytes;
-        finishAddRmsNormRow(c, r0 + r, &row, 1);
+        copyBytes(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
+        copyBytes(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
+                    row_bytes);
+        if (c.fp8_out) {
+          copyBytes(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * part_bytes,
+                      c.hidden);
+        }
       }
     }
     last_read_half_ = out_half;

@@ -157,9 +157,9 @@ symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_by
   if (*algo == symmarAlgoTwoShot && !two_fits && call.planned) *algo = symmarAlgoOneShot;
   const bool two_shot = *algo == symmarAlgoTwoShot;
   if (two_shot ? two_fits : one_fits) return symmarSuccess;
-  // A two-shot row is padded to 16 bytes, so only a two-shot can fail where the other fits.
-  const char* what = two_shot ? "the input row and the sums it publishes, each padded to 16 bytes"
-                              : "the input row it stages";
+  // A two-shot row holds at least a one-shot row (padded, or with what it publishes beside it), so
+  // only a two-shot can fail where the other fits.
+  const char* what = two_shot ? "what it stages and publishes of a row" : "the input row it stages";
   const char* remedy = two_shot && one_fits
                            ? "; the oneshot form fits (force symmarAlgoOneShot, or let the call choose)"
                            : ": raise the staging buffer (config.staging_bytes, SYMMAR_STAGING_BYTES)";

@@ -25,7 +25,8 @@ double gammaOf(size_t i) { return 0.5 + 0.25 * static_cast<double>(i % 4); }
 
 /// Runs the call in form `algo` on every rank (residual updated in place) and checks every rank's
 /// outputs against the float64 reference; rank 0's FP8 bytes also against the E4M3 reference.
-void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidden, bool fp8) {
+/// symmetric: the inputs come from symmarMemAlloc, so peers read them in place.
+void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidden, bool fp8, bool symmetric = false) {
   const size_t n = kTokens * hidden;
   std::vector<float*> in(kWorld), res(kWorld), norm(kWorld), gamma(kWorld);
   std::vector<unsigned char*> q(kWorld, nullptr);
@@ -35,17 +36,27 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
   for (size_t i = 0; i < hidden; ++i) host_gamma[i] = static_cast<float>(gammaOf(i));
   for (int r = 0; r < kWorld; ++r) {
     testref::fillSmallInts(symmarFloat32, host_in[r].data(), n, r);
-    CUDA_OK(devAlloc(&in[r], n * 4));
+    if (!symmetric) {
+      CUDA_OK(devAlloc(&in[r], n * 4));
+    }
     CUDA_OK(devAlloc(&res[r], n * 4));
     CUDA_OK(devAlloc(&norm[r], n * 4));
     CUDA_OK(devAlloc(&gamma[r], hidden * 4));
     if (fp8) {
       CUDA_OK(devAlloc(&q[r], n));
     }
-    CUDA_OK(cudaMemcpy(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(res[r], host_res.data(), n * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(gamma[r], host_gamma.data(), hidden * 4, cudaMemcpyHostToDevice));
   }
+  if (symmetric) {
+    w.parallel([&](int r) {
+      void* p = nullptr;
+      EXPECT_EQ(symmarMemAlloc(w.comm(r), n * 4, &p), symmarSuccess) << symmarGetLastError(w.comm(r));
+      in[r] = static_cast<float*>(p);
+    });
+    for (int r = 0; r < kWorld; ++r) ASSERT_NE(in[r], nullptr) << "rank " << r;
+  }
+  for (int r = 0; r < kWorld; ++r) CUDA_OK(cudaMemcpy(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice));
   w.parallel([&](int r) {
     symmarAddRmsNormArgs_t a{};
     a.input = in[r];
@@ -64,7 +75,7 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
   });
   CUDA_OK(w.sync());
   const std::string what = std::string(symmarAlgoName(algo)) + " hidden " + std::to_string(hidden) +
-                           (fp8 ? " fp8" : "");
+                           (fp8 ? " fp8" : "") + (symmetric ? " symmetric" : "");
   std::vector<double> want_res(n), want_norm(n);
   for (size_t t = 0; t < kTokens; ++t) {
     double ss = 0;
@@ -96,8 +107,11 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
       ASSERT_EQ(got_q[i] & 0x80, want & 0x80) << what << ", rank " << r << ", element " << i;
     }
   }
+  if (symmetric) {
+    w.parallel([&](int r) { EXPECT_EQ(symmarMemFree(w.comm(r), in[r]), symmarSuccess); });
+  }
   for (int r = 0; r < kWorld; ++r) {
-    cudaFree(in[r]);
+    if (!symmetric) cudaFree(in[r]);
     cudaFree(res[r]);
     cudaFree(norm[r]);
     cudaFree(gamma[r]);
@@ -109,11 +123,23 @@ TEST(GpuFused, SeveralRowsABlockAndAPartialLastChunk) {
   SKIP_WITHOUT_GPU();
   LocalWorld w(std::vector<int>(kWorld, 0), 30000, size_t(64) << 10);
   ASSERT_TRUE(w.ok()) << w.error();
-  // One-shot rows of 2 KiB (hidden 512 f32); two-shot rows publish residual and norm (and FP8):
-  // hidden 256 keeps them past 8 a chunk.
+  // Rows of 2 KiB (hidden 512 f32) in both forms: the two-shot stages and publishes rows of the
+  // input's size (its FP8 output is written by every rank, not published).
   for (bool fp8 : {false, true}) {
     expectManyRowsAPerBlock(w, symmarAlgoOneShot, 512, fp8);
-    expectManyRowsAPerBlock(w, symmarAlgoTwoShot, 256, fp8);
+    expectManyRowsAPerBlock(w, symmarAlgoTwoShot, 512, fp8);
+  }
+}
+
+// The same with inputs in the symmetric heap: peers read them in place (no staging pass), in both
+// forms, the two-shot's residual written in place beside them.
+TEST(GpuFused, SymmetricInputsAreReadInPlace) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w(std::vector<int>(kWorld, 0), 30000, size_t(64) << 10);
+  ASSERT_TRUE(w.ok()) << w.error();
+  for (bool fp8 : {false, true}) {
+    expectManyRowsAPerBlock(w, symmarAlgoOneShot, 512, fp8, true);
+    expectManyRowsAPerBlock(w, symmarAlgoTwoShot, 512, fp8, true);
   }
 }
 

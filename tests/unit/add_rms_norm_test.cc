@@ -50,3 +50,23 @@ TEST(AddRmsNormRow, WorkedByHand) {
   EXPECT_EQ(q[2], e4m3_reference::quantize(4.0 / std::sqrt(12.0) / 0.25)) << "4.62 -> 4.5 (code 0x49)";
 }
 
+TEST(AddRmsNormRow, ASecondDestinationGetsTheSameRow) {
+  // The row above, finished with a copy of every output (as the two-shot publishes its rows).
+  const float sum[4] = {1, 2, 3, 4};
+  const float residual[4] = {1, 0, -1, 2};
+  const float gamma[4] = {1, 1, 2, 0.5f};
+  float res_out[4], norm[4], res_copy[4] = {}, norm_copy[4] = {};
+  uint8_t q[4], q_copy[4] = {};
+  AddRmsNormCall c{nullptr, residual, res_out, norm, gamma, q, 0.25f, 0.0f, 1, 4, symmarFloat32};
+  const void* rows[1] = {sum};
+  const AddRmsNormRowCopy copy{res_copy, norm_copy, q_copy};
+  finishAddRmsNormRow(c, 0, rows, 1, &copy);
+  const float s = std::sqrt(12.0f);
+  EXPECT_EQ(res_copy[0], 2.0f);
+  EXPECT_EQ(res_copy[3], 6.0f);
+  EXPECT_NEAR(norm_copy[2], 4.0f / s, 1e-6f);
+  EXPECT_EQ(q_copy[2], e4m3_reference::quantize(4.0 / std::sqrt(12.0) / 0.25));
+  EXPECT_EQ(std::memcmp(res_copy, res_out, sizeof res_out), 0);
+  EXPECT_EQ(std::memcmp(norm_copy, norm, sizeof norm), 0);
+  EXPECT_EQ(std::memcmp(q_copy, q, sizeof q), 0);
+}

@@ -362,7 +362,7 @@ TEST(FusedForm, AFormThatCannotServeSaysWhatARowOfItNeeds) {
   EXPECT_EQ(algo, symmarAlgoTwoShot);
   std::string why = threadLastError();
   EXPECT_NE(why.find("the fused twoshot form needs 65536 bytes"), std::string::npos) << why;
-  EXPECT_NE(why.find("the sums it publishes"), std::string::npos) << why;
+  EXPECT_NE(why.find("what it stages and publishes of a row"), std::string::npos) << why;
   EXPECT_NE(why.find("a half has 32768 bytes"), std::string::npos) << why;
   EXPECT_NE(why.find("the oneshot form fits"), std::string::npos) << why;
   // Neither fits, planned or not: the one-shot's need is named.

@@ -166,7 +166,7 @@ TEST(Schedule, EpochsCompareAcrossWrap) {
 
 // Literal row sizes, so a change to the layout is a deliberate one: the one-shot stages rows back to
 // back, the two-shot pads each row (input and published sums) to 16 bytes; an FP8 output takes no
-// staging in either form.
+// staging in either form. The host's two-shot publishes [residual | norm | fp8] parts instead.
 TEST(Schedule, FusedRowsFillAStagingHalf) {
   EXPECT_EQ(fusedRowBytes(7, 2, false), 14u) << "the one-shot stages input rows only";
   EXPECT_EQ(fusedRowBytes(7, 2, true), 16u);
@@ -179,6 +179,9 @@ TEST(Schedule, FusedRowsFillAStagingHalf) {
   EXPECT_EQ(fusedRowsPerChunk(64 << 10, 7, 2, true), 2048u);
   EXPECT_EQ(fusedPartBytes(14), 16u);
   EXPECT_EQ(fusedPartBytes(16), 16u);
+  EXPECT_EQ(hostFusedPublishedRowBytes(7, 2, true), 48u) << "residual, norm and fp8 parts of 16 bytes";
+  EXPECT_EQ(hostFusedPublishedRowBytes(7, 2, false), 32u);
+  EXPECT_EQ(hostFusedPublishedRowBytes(8192, 4, false), 65536u);
   for (size_t staging : {size_t{64} << 10, size_t{1} << 20, size_t{3} << 20}) {
     const size_t half = stagingHalfBytes(staging);
     for (bool two_shot : {false, true}) {
