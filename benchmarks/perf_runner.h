@@ -41,6 +41,8 @@ struct Result {
   size_t bytes;  // the whole buffer: an allreduce's, the larger of a reduce-scatter's or all-gather's
   size_t count;  // elements of bytes, as nccl-tests counts them
   double time_us;  // median over iterations, max over ranks
+  double min_us;   // the fastest and the slowest timed call, each the max over ranks: the spread,
+  double max_us;   // so that a bimodal size shows beside its median
   double algbw_gbs;
   double busbw_gbs;
   long wrong;

@@ -51,11 +51,13 @@ void printResults(const Options& opt, const std::vector<Result>& results) {
       bw_n = 0;
       printf("# %s, algorithm: %s%s%s\n", symmar::collectiveName(opt.coll), symmarAlgoName(r.algo),
              dtypes ? ", dtype: " : "", dtypes ? perf::typeName(r.dtype) : "");
-      printf("# %12s %12s %8s %6s %11s %12s %12s %7s%s\n", "size", "count", "type", "redop", "time(us)", "algbw(GB/s)",
-             "busbw(GB/s)", "#wrong", plan && r.algo == symmarAlgoAuto ? "  plan" : "");
+      printf("# %12s %12s %8s %6s %11s %12s %12s %7s %21s%s\n", "size", "count", "type", "redop", "time(us)",
+             "algbw(GB/s)", "busbw(GB/s)", "#wrong", "min-max(us)", plan && r.algo == symmarAlgoAuto ? "  plan" : "");
     }
-    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld", r.bytes, r.count, perf::typeName(r.dtype), op,
-           r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+    char spread[48];
+    snprintf(spread, sizeof spread, "%.2f-%.2f", r.min_us, r.max_us);
+    printf("  %12zu %12zu %8s %6s %11.2f %12.3f %12.3f %7ld %21s", r.bytes, r.count, perf::typeName(r.dtype), op,
+           r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong, spread);
     if (plan && r.algo == symmarAlgoAuto) printf("  %s", symmarAlgoName(r.planned));
     printf("\n");
     bw_sum += r.busbw_gbs;
@@ -72,7 +74,8 @@ void writeJson(const Options& opt, int world, bool gpu, const std::string& devic
     const Result& r = results[i];
     out << (i ? ",\n  " : "\n  ") << "{\"algo\": \"" << symmarAlgoName(r.algo) << "\", \"bytes\": " << r.bytes
         << ", \"count\": " << r.count << ", \"dtype\": \"" << perf::typeName(r.dtype) << "\", \"time_us\": "
-        << r.time_us << ", \"algbw_gbs\": " << r.algbw_gbs << ", \"busbw_gbs\": " << r.busbw_gbs
+        << r.time_us << ", \"min_us\": " << r.min_us << ", \"max_us\": " << r.max_us
+        << ", \"algbw_gbs\": " << r.algbw_gbs << ", \"busbw_gbs\": " << r.busbw_gbs
         << ", \"wrong\": " << r.wrong << ", \"plan\": \"" << symmarAlgoName(r.planned) << "\"}";
   }
   out << "\n]}\n";
