@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/random.h"
+#include "core/recent_ids.h"
 
 namespace symmar {
 namespace {
@@ -42,8 +42,11 @@ using wire::IdPayload;
 constexpr size_t kMaxIdleIds = 64;
 std::mutex g_listeners_mutex;
 std::vector<std::pair<uint64_t, int>> g_listeners;
-/// Nonces whose comm this process already formed as rank 0: an id is single-use.
-std::set<uint64_t> g_used_ids;
+/// Nonces whose comm this process formed as rank 0, the last kRememberedIds of them: an id is
+/// single-use, and reusing one is a caller error caught while the id is recent. Bounded, so that a
+/// process that makes comms all its life does not grow by an entry each.
+constexpr size_t kRememberedIds = 1024;
+RecentIds g_used_ids(kRememberedIds);
 
 symmarResult_t chooseAddress(in_addr* addr) {
   if (const char* text = envRaw("SYMMAR_SOCKET_ADDR")) {
@@ -217,7 +220,7 @@ symmarResult_t TcpBootstrap::acceptAll(const IdPayload& id) {
   int listener = -1;
   {
     std::lock_guard<std::mutex> lock(g_listeners_mutex);
-    if (!g_used_ids.insert(id.nonce).second) {
+    if (!g_used_ids.insert(id.nonce)) {
       return fail(symmarInvalidUsage, "bootstrap: this unique id already formed a comm in this process: a unique id "
                   "serves exactly one comm (make one id per comm)");
     }
