@@ -145,6 +145,32 @@ BENCHMARK_CAPTURE(BM_ReduceRanks2, f32_caller_buffers, symmarFloat32, std::vecto
     ->Arg(256 << 10)
     ->Arg(16 << 20);
 
+// The two-shot owner's step of a large call at 2 ranks: its own input slice and the peer's staged
+// slice reduced into its output and its published slice (2 read, 2 written), offsets into their
+// pages in that order: the staging side at a page boundary, the caller's buffers where the
+// allocator put them. Bytes processed: 4 streams.
+void BM_OwnerStep(benchmark::State& state, symmarDataType_t dtype, std::vector<size_t> offsets) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  const size_t n = bytes / (dtype == symmarFloat32 ? 4 : 2);
+  PlacedBuffers buf(4, bytes, offsets);
+  const void* srcs[2] = {buf[0], buf[1]};
+  for (auto _ : state) {
+    symmar::reduceRanks(buf[2], buf[3], srcs, 2, n, dtype, symmarSum);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(4 * bytes));
+}
+#define OWNER_STEP(name, ...)                                                                     \
+  BENCHMARK_CAPTURE(BM_OwnerStep, bf16_##name, symmarBfloat16, std::vector<size_t>{__VA_ARGS__}) \
+      ->Arg(8 << 20);                                                                             \
+  BENCHMARK_CAPTURE(BM_OwnerStep, f32_##name, symmarFloat32, std::vector<size_t>{__VA_ARGS__})->Arg(8 << 20)
+OWNER_STEP(all_at_0, 0, 0, 0, 0);
+OWNER_STEP(caller_at_64, 64, 0, 64, 0);
+OWNER_STEP(caller_at_16, 16, 0, 16, 0);
+OWNER_STEP(caller_at_2048, 2048, 0, 2048, 0);
+OWNER_STEP(out_64_past_in, 0, 2048, 64, 1024);
+OWNER_STEP(spread, 0, 1024, 2048, 3072);
+
 // One row of the fused allreduce + residual add + RMSNorm (finishAddRmsNormRow: 2 ranks' rows
 // summed, the residual added, residual_out and norm_out written), hidden 7168 as a decode step of
 // a large model. The ranks' rows are page-aligned (heap slots); residual, gamma and the outputs sit
