@@ -50,3 +50,15 @@ if(SYMMAR_WITH_MPI)
 endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/SymmarHighway.cmake)
+
+# The venv scripts/install-deps.sh makes (torch, mpi4py, scikit-build-core; $SYMMAR_VENV or
+# /var/cache/symmar-venv): libsymmar_torch is built against its torch and the binding's tests run
+# with it where $SYMMAR_PYTHON names no other, so a plain configure + ctest after the install step
+# builds and tests what the install step provided. Each use checks that it works.
+if(DEFINED ENV{SYMMAR_VENV})
+  set(_symmar_venv_python "$ENV{SYMMAR_VENV}/bin/python")
+else()
+  set(_symmar_venv_python "/var/cache/symmar-venv/bin/python")
+endif()
+set(SYMMAR_VENV_PYTHON "${_symmar_venv_python}" CACHE FILEPATH
+    "Python tried after $SYMMAR_PYTHON for libsymmar_torch and the binding's tests")

@@ -1,8 +1,9 @@
 # libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_ / all_reduce
 # (python/csrc/torch_ops.cc). Built against the torch of the first Python that has it:
-# SYMMAR_TORCH_PYTHON, $SYMMAR_PYTHON, the Python that runs the wheel build, python3. Without one
-# (or with SYMMAR_WITH_TORCH=OFF) the ops keep their Python kernels. The library is tied to the
-# torch it was built against; symmar.ops falls back to the Python kernels when it cannot load it.
+# SYMMAR_TORCH_PYTHON, $SYMMAR_PYTHON, SYMMAR_VENV_PYTHON (the install step's venv), the Python that
+# runs the wheel build, python3. Without one (or with SYMMAR_WITH_TORCH=OFF) the ops keep their
+# Python kernels. The library is tied to the torch it was built against; symmar.ops falls back to
+# the Python kernels when it cannot load it.
 set(SYMMAR_WITH_TORCH AUTO CACHE STRING "Build libsymmar_torch: AUTO (when a Python with torch is found), ON or OFF")
 set(SYMMAR_TORCH_PYTHON "" CACHE FILEPATH "Python whose torch libsymmar_torch is built against")
 if(SYMMAR_WITH_TORCH STREQUAL "OFF")
@@ -10,7 +11,8 @@ if(SYMMAR_WITH_TORCH STREQUAL "OFF")
 endif()
 
 set(_symmar_torch_dir "")
-foreach(_py IN ITEMS "${SYMMAR_TORCH_PYTHON}" "$ENV{SYMMAR_PYTHON}" "${Python3_EXECUTABLE}" "${Python_EXECUTABLE}" python3)
+foreach(_py IN ITEMS "${SYMMAR_TORCH_PYTHON}" "$ENV{SYMMAR_PYTHON}" "${SYMMAR_VENV_PYTHON}" "${Python3_EXECUTABLE}"
+                    "${Python_EXECUTABLE}" python3)
   if(NOT _py)
     continue()
   endif()

@@ -12,7 +12,7 @@ set -eu
 SRC=${1:?usage: wheel.sh SOURCE_DIR BUILD_DIR}
 BIN=${2:?usage: wheel.sh SOURCE_DIR BUILD_DIR}
 PY=""
-for py in "${SYMMAR_PYTHON:-}" python3 /usr/bin/python3; do
+for py in "${SYMMAR_PYTHON:-}" "${SYMMAR_VENV_PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$py" ] || continue
   if "$py" -c "import venv, ensurepip, pip, numpy, scikit_build_core" >/dev/null 2>&1; then PY=$py; break; fi
 done
