@@ -85,6 +85,11 @@ const EnvVarInfo kRegistry[] = {
      "tensor-parallel allreduce of vLLM's CPU workers through symmar where its plan takes the size; 0 leaves vLLM "
      "untouched. Part of vLLM's compile cache key either way.",
      kText, kNone, kNone, kNone},
+    {"SYMMAR_SGLANG", "0 or 1", "0",
+     "Read by the SGLang plugin (symmar.integrations.sglang, loaded by SGLang's load_plugins in every process): 1 "
+     "hooks SGLang's GroupCoordinator so that its tensor-parallel allreduce goes through symmar where its plan "
+     "takes the tensor; 0 registers no hook.",
+     kText, kNone, kNone, kNone},
     {"SYMMAR_EPOCH_START", "integer 0..4294967295", "0",
      "First barrier epoch and call number of new comms (rank 0's value; on the GPU the call number counts lamport "
      "calls); set near 4294967295 to exercise their wrap (testing).",

@@ -1,0 +1,87 @@
+"""SGLang general plugin: its tensor-parallel allreduce through symmar, with no edit to SGLang.
+Installed with the wheel as the `sglang.srt.plugins` entry point `symmar`; SGLang's
+`load_plugins()` runs it in every process (SGLANG_PLUGINS may name the plugins to load). Off unless
+SYMMAR_SGLANG=1:
+
+    pip install symmar && SYMMAR_SGLANG=1 python -m sglang.launch_server ... --tp 2
+
+When on, it registers two AROUND hooks with SGLang's hook registry:
+- `GroupCoordinator.__init__`: a tensor-parallel group (its unique name starts with "tp") gets a
+  SymmarCommunicator over the group's CPU (gloo) group, for the group's device (the host backend
+  for CPU inference, the GPU kernels for a CUDA device). Creation is agreed over the group, so all
+  ranks of a group take symmar or none does; one line per group says which path serves it and why,
+  through the `sglang.symmar` logger.
+- `GroupCoordinator.all_reduce`: where the communicator's plan takes the tensor (a decision from
+  values read at creation, the same on every rank), symmar reduces it in place through
+  torch.ops.symmar.all_reduce_ and the tensor is returned, as SGLang's in-place paths return it;
+  everything else goes to SGLang's own path (its shared-memory kernel on CPUs, custom allreduce,
+  symmetric memory or NCCL on GPUs).
+"""
+import logging
+import os
+
+_log = logging.getLogger("sglang.symmar")
+_ENV = "SYMMAR_SGLANG"
+_COORDINATOR = "sglang.srt.distributed.parallel_state.GroupCoordinator"
+
+# What the plugin did in this process, for tests and for users asking why: group unique name ->
+# the line it logged; and the allreduce calls of hooked coordinators by who served them.
+served = {}
+calls = {"symmar": 0, "sglang": 0}
+
+
+def enabled():
+    """Whether SYMMAR_SGLANG asks for symmar (1, true, on, yes)."""
+    return os.environ.get(_ENV, "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def register():
+    """The entry point SGLang's load_plugins() calls in every process, before it applies the hooks
+    plugins registered."""
+    if not enabled():
+        return
+    try:
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    except ImportError as e:  # an SGLang without the hook registry: nothing to hook into
+        _log.warning("symmar: SYMMAR_SGLANG=1 but SGLang's hook registry does not import (%s): "
+                     "SGLang's own allreduce serves", e)
+        return
+    HookRegistry.register(_COORDINATOR + ".__init__", coordinator_init, HookType.AROUND)
+    HookRegistry.register(_COORDINATOR + ".all_reduce", coordinator_all_reduce, HookType.AROUND)
+
+
+def coordinator_init(original, self, *args, **kwargs):
+    """GroupCoordinator.__init__, then a SymmarCommunicator for a tensor-parallel group."""
+    original(self, *args, **kwargs)
+    self._symmar = _communicator_for(self)
+
+
+def coordinator_all_reduce(original, self, input_):
+    """GroupCoordinator.all_reduce: symmar where its plan takes the tensor, else SGLang's path."""
+    comm = getattr(self, "_symmar", None)
+    if comm is not None and comm.should_all_reduce(input_):
+        calls["symmar"] += 1
+        return comm.all_reduce_(input_)
+    calls["sglang"] += 1
+    return original(self, input_)
+
+
+def _communicator_for(coordinator):
+    """A SymmarCommunicator for a tensor-parallel coordinator, or None (another group, a world of
+    one, or declined on some rank)."""
+    name = str(getattr(coordinator, "unique_name", ""))
+    if not name.startswith("tp") or getattr(coordinator, "world_size", 1) < 2:
+        return None
+    from . import SymmarCommunicator
+    device = getattr(coordinator, "device", "cpu")
+    comm = SymmarCommunicator(coordinator.cpu_group, device)
+    if comm.disabled:
+        line = "group %s: SGLang's own allreduce serves (symmar declined: %s)" % (name, comm.disabled_reason)
+        comm = None
+    else:
+        line = "group %s: symmar serves the allreduce where its plan takes the size (%s)" % (
+            name, comm.comm.describe().split(";")[0])
+    if name not in served:
+        _log.info("symmar: %s", line)
+    served[name] = line
+    return comm
