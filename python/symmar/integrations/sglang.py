@@ -61,7 +61,7 @@ def coordinator_all_reduce(original, self, input_):
     comm = getattr(self, "_symmar", None)
     if comm is not None and comm.should_all_reduce(input_):
         calls["symmar"] += 1
-        return comm.all_reduce_(input_)
+        return comm.all_reduce_taken_(input_)
     calls["sglang"] += 1
     return original(self, input_)
 

@@ -77,7 +77,7 @@ def _patch(cls):
         comm = getattr(self, "_symmar", None)
         if comm is not None and comm.should_all_reduce(input_):
             _count("symmar")
-            return comm.all_reduce_(input_)
+            return comm.all_reduce_taken_(input_)
         _count("vllm")
         return all_reduce(self, input_)
 
