@@ -10,7 +10,6 @@ sums, in place, and the plugin's record of it), other groups and tensors symmar 
 the engine's own all_reduce, the patched all_reduce traced by torch.compile(fullgraph=True), and
 loading twice patching once.
 """
-import json
 import os
 import sys
 import types
@@ -22,7 +21,7 @@ dist = pytest.importorskip("torch.distributed", reason="this PyTorch has no torc
 if not dist.is_available():
     pytest.skip("this PyTorch was built without torch.distributed", allow_module_level=True)
 
-import torch.multiprocessing as tmp  # noqa: E402
+from plugin_checks import check_served_group, init_gloo, run_ranks, write_failures  # noqa: E402
 
 
 def _install_fake_vllm():
@@ -56,7 +55,7 @@ def _rank(rank, nranks, store, out_dir, on):
             os.environ["SYMMAR_VLLM"] = "1"
         else:
             os.environ.pop("SYMMAR_VLLM", None)
-        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=nranks)
+        init_gloo(rank, nranks, store)
         cls, envs = _install_fake_vllm()
         original = cls.all_reduce
         from symmar.integrations import vllm as plugin
@@ -75,38 +74,14 @@ def _rank(rank, nranks, store, out_dir, on):
                 failures.append("a group other than tensor-parallel got symmar")
             if "tp:0" not in plugin.served or "symmar serves" not in plugin.served["tp:0"]:
                 failures.append("no record that symmar serves tp:0: %r" % plugin.served)
-            for dtype in (torch.float32, torch.bfloat16):
-                for count in (1, 1000, 70000):
-                    x = torch.full((count,), float(rank + 1), dtype=dtype)
-                    before = cls.own_calls
-                    y = tp.all_reduce(x)
-                    want = torch.full((count,), float(nranks * (nranks + 1) // 2), dtype=dtype)
-                    if y is not x or not torch.equal(x, want):
-                        failures.append("tp:0 %s %d: not the sum in place" % (dtype, count))
-                    if cls.own_calls != before:
-                        failures.append("tp:0 %s %d: the engine's own path ran" % (dtype, count))
-            before = cls.own_calls
-            z = tp.all_reduce(torch.ones(8, dtype=torch.float64))  # a dtype symmar declines
-            if cls.own_calls != before + 1 or not torch.equal(z, torch.full((8,), float(nranks), dtype=torch.float64)):
-                failures.append("a float64 tensor did not go to the engine's own path")
-            compiled = torch.compile(lambda t: tp.all_reduce(t * 1) + 0, fullgraph=True, dynamic=True,
-                                     backend="aot_eager")
-            got = compiled(torch.full((257,), float(rank + 1)))
-            if not torch.equal(got, torch.full((257,), float(nranks * (nranks + 1) // 2))):
-                failures.append("compiled: wrong sum")
+            failures += ["tp:0 " + f for f in check_served_group(tp, cls, rank, nranks, (torch.float32, torch.bfloat16))]
             tp._symmar.close()
     except Exception as e:  # noqa: BLE001  recorded, so that the peers are not left waiting silently
         failures.append("rank %d raised %s: %s" % (rank, type(e).__name__, str(e).splitlines()[0][:300]))
-    with open(os.path.join(out_dir, "%d.json" % rank), "w") as f:
-        json.dump(failures, f)
+    write_failures(out_dir, rank, failures)
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["off", "on"])
 def test_vllm_plugin(on, tmp_path):
-    store = str(tmp_path / "store")
-    tmp.spawn(_rank, args=(2, store, str(tmp_path), on), nprocs=2, join=True)
-    failures = []
-    for r in range(2):
-        with open(tmp_path / ("%d.json" % r)) as f:
-            failures += json.load(f)
+    failures = run_ranks(_rank, tmp_path, on)
     assert not failures, "\n".join(failures[:20])

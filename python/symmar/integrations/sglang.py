@@ -18,7 +18,8 @@ When on, it registers two AROUND hooks with SGLang's hook registry:
   symmetric memory or NCCL on GPUs).
 """
 import logging
-import os
+
+from ._plugin import group_communicator, switched_on
 
 _log = logging.getLogger("sglang.symmar")
 _ENV = "SYMMAR_SGLANG"
@@ -32,7 +33,7 @@ calls = {"symmar": 0, "sglang": 0}
 
 def enabled():
     """Whether SYMMAR_SGLANG asks for symmar (1, true, on, yes)."""
-    return os.environ.get(_ENV, "0").strip().lower() in ("1", "true", "on", "yes")
+    return switched_on(_ENV)
 
 
 def register():
@@ -72,16 +73,4 @@ def _communicator_for(coordinator):
     name = str(getattr(coordinator, "unique_name", ""))
     if not name.startswith("tp") or getattr(coordinator, "world_size", 1) < 2:
         return None
-    from . import SymmarCommunicator
-    device = getattr(coordinator, "device", "cpu")
-    comm = SymmarCommunicator(coordinator.cpu_group, device)
-    if comm.disabled:
-        line = "group %s: SGLang's own allreduce serves (symmar declined: %s)" % (name, comm.disabled_reason)
-        comm = None
-    else:
-        line = "group %s: symmar serves the allreduce where its plan takes the size (%s)" % (
-            name, comm.comm.describe().split(";")[0])
-    if name not in served:
-        _log.info("symmar: %s", line)
-    served[name] = line
-    return comm
+    return group_communicator(coordinator.cpu_group, getattr(coordinator, "device", "cpu"), name, "SGLang", _log, served)

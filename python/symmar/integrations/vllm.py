@@ -18,6 +18,8 @@ import functools
 import logging
 import os
 
+from ._plugin import group_communicator, switched_on
+
 _log = logging.getLogger("vllm.symmar")
 _ENV = "SYMMAR_VLLM"
 _CPU_COMMUNICATOR = "vllm.distributed.device_communicators.cpu_communicator"
@@ -32,7 +34,7 @@ calls = {"symmar": 0, "vllm": 0}
 
 def enabled():
     """Whether SYMMAR_VLLM asks for symmar (1, true, on, yes)."""
-    return os.environ.get(_ENV, "0").strip().lower() in ("1", "true", "on", "yes")
+    return switched_on(_ENV)
 
 
 def register():
@@ -94,15 +96,4 @@ def _communicator_for(cpu_group, unique_name):
     """A SymmarCommunicator for a tensor-parallel group, or None (another group, or declined)."""
     if not str(unique_name).startswith("tp"):
         return None
-    from . import SymmarCommunicator
-    comm = SymmarCommunicator(cpu_group, "cpu")
-    if comm.disabled:
-        line = "group %s: vLLM's own allreduce serves (symmar declined: %s)" % (unique_name, comm.disabled_reason)
-        comm = None
-    else:
-        line = "group %s: symmar serves the allreduce where its plan takes the size (%s)" % (
-            unique_name, comm.comm.describe().split(";")[0])
-    if unique_name not in served:
-        _log.info("symmar: %s", line)
-    served[unique_name] = line
-    return comm
+    return group_communicator(cpu_group, "cpu", unique_name, "vLLM", _log, served)
