@@ -48,6 +48,36 @@ def _install_fake_vllm():
     return CpuCommunicator, mods["vllm.envs"]
 
 
+def _check_out_of_place(plugin, rank, nranks):
+    """The CUDA communicator's wiring (all_reduce into a new tensor, the input left as it was),
+    with a stand-in whose device is the CPU, since no GPU is needed to check it."""
+    class OutOfPlace:
+        own_calls = 0
+
+        def __init__(self, cpu_group, device=None, device_group=None, unique_name="", use_all2all=False):
+            self.cpu_group, self.unique_name, self.device = cpu_group, unique_name, torch.device("cpu")
+
+        def all_reduce(self, input_):
+            type(self).own_calls += 1
+            out = input_.clone()
+            dist.all_reduce(out, group=self.cpu_group)
+            return out
+
+    plugin._patch(OutOfPlace, in_place=False)
+    comm = OutOfPlace(dist.group.WORLD, None, None, "tp:1")
+    failures = []
+    x = torch.full((1000,), float(rank + 1), dtype=torch.bfloat16)
+    y = comm.all_reduce(x)
+    if y is x or not torch.equal(y, torch.full((1000,), float(nranks * (nranks + 1) // 2), dtype=torch.bfloat16)):
+        failures.append("out of place: not the sum in a new tensor")
+    if not torch.equal(x, torch.full((1000,), float(rank + 1), dtype=torch.bfloat16)):
+        failures.append("out of place: the input changed")
+    if OutOfPlace.own_calls != 0:
+        failures.append("out of place: the engine's own path ran")
+    comm._symmar.close()
+    return failures
+
+
 def _rank(rank, nranks, store, out_dir, on):
     failures = []
     try:
@@ -75,6 +105,7 @@ def _rank(rank, nranks, store, out_dir, on):
             if "tp:0" not in plugin.served or "symmar serves" not in plugin.served["tp:0"]:
                 failures.append("no record that symmar serves tp:0: %r" % plugin.served)
             failures += ["tp:0 " + f for f in check_served_group(tp, cls, rank, nranks, (torch.float32, torch.bfloat16))]
+            failures += _check_out_of_place(plugin, rank, nranks)
             tp._symmar.close()
     except Exception as e:  # noqa: BLE001  recorded, so that the peers are not left waiting silently
         failures.append("rank %d raised %s: %s" % (rank, type(e).__name__, str(e).splitlines()[0][:300]))

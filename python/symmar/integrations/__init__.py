@@ -220,8 +220,13 @@ class SymmarCommunicator:
         if not self.should_all_reduce(inp):
             return None
         if out is None:
-            return torch.ops.symmar.all_reduce(inp, self._op_handle)
+            return self.all_reduce_taken(inp)
         return self.comm.all_reduce(inp, out=out)
+
+    def all_reduce_taken(self, inp):
+        """all_reduce(inp) into a new tensor for a tensor should_all_reduce(inp) just took: the
+        check is not made twice (an engine's hook that asked it already, as symmar's plugins do)."""
+        return torch.ops.symmar.all_reduce(inp, self._op_handle)
 
     def all_reduce_(self, inp):
         """In place: inp holds the sum over the group and is returned (an engine's in-place

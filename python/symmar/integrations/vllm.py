@@ -1,13 +1,15 @@
-"""vLLM general plugin: its tensor-parallel allreduce through symmar on CPU workers, with no edit
-to vLLM. Installed with the wheel as the `vllm.general_plugins` entry point `symmar`; vLLM loads it
+"""vLLM general plugin: its tensor-parallel allreduce through symmar on CPU and CUDA workers, with
+no edit to vLLM. Installed with the wheel as the `vllm.general_plugins` entry point `symmar`; vLLM loads it
 in every process before it builds its process groups. Off unless SYMMAR_VLLM=1:
 
     pip install symmar && SYMMAR_VLLM=1 vllm serve ... --tensor-parallel-size 2
 
-When on, each tensor-parallel group's CpuCommunicator gets a SymmarCommunicator over the group's
-CPU (gloo) group; its all_reduce takes what symmar's plan takes (in place, through
-torch.ops.symmar.all_reduce_, so vLLM's compiled graphs trace it) and leaves everything else, and
-every other collective, to vLLM's own path. Creation is agreed over the group, so all ranks of a
+When on, each tensor-parallel group's CpuCommunicator (and, in a process that sees a GPU, its
+CudaCommunicator) gets a SymmarCommunicator over the group's CPU (gloo) group for the group's
+device; its all_reduce takes what symmar's plan takes (through torch.ops.symmar, so vLLM's
+compiled graphs trace it: in place on CPUs, as vLLM's CPU allreduce is, into a new tensor on GPUs,
+as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces) and
+leaves everything else, and every other collective, to vLLM's own path. Creation is agreed over the group, so all ranks of a
 group take symmar or none does. One line per group says which path serves it and why, through the
 `vllm.symmar` logger, which vLLM's logging configuration shows.
 
@@ -22,7 +24,10 @@ from ._plugin import group_communicator, switched_on
 
 _log = logging.getLogger("vllm.symmar")
 _ENV = "SYMMAR_VLLM"
-_CPU_COMMUNICATOR = "vllm.distributed.device_communicators.cpu_communicator"
+# The communicators patched: module, class, and whether its all_reduce is in place (the CPU one
+# reduces into its input and returns it; the CUDA one returns a new tensor and leaves its input).
+_COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "CpuCommunicator", True),
+                  ("vllm.distributed.device_communicators.cuda_communicator", "CudaCommunicator", False))
 
 # What the plugin did in this process, for tests and for users asking why: group name -> the
 # line it logged; and the allreduce calls of the patched communicators by who served them ("symmar",
@@ -39,18 +44,30 @@ def enabled():
 
 def register():
     """The entry point vLLM calls in every process. Always enters SYMMAR_VLLM into vLLM's compile
-    cache key; patches the CPU communicator only when enabled()."""
+    cache key; patches the communicators only when enabled(): the CPU one, and the CUDA one where
+    this process sees a GPU."""
     _enter_compile_key()
     if not enabled():
         return
     import importlib
+    for module_name, cls_name, in_place in _COMMUNICATORS:
+        if not in_place and not _cuda_available():
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:  # noqa: BLE001  a vLLM without that communicator: nothing to serve there
+            _log.warning("symmar: SYMMAR_VLLM=1 but %s does not import (%s): vLLM's own allreduce serves",
+                         module_name, e)
+            continue
+        _patch(getattr(module, cls_name), in_place)
+
+
+def _cuda_available():
     try:
-        module = importlib.import_module(_CPU_COMMUNICATOR)
-    except ImportError as e:  # a vLLM without the CPU communicator: nothing to serve
-        _log.warning("symmar: SYMMAR_VLLM=1 but %s does not import (%s): vLLM's own allreduce serves",
-                     _CPU_COMMUNICATOR, e)
-        return
-    _patch(module.CpuCommunicator)
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001  no torch, or a broken CUDA setup: no CUDA communicator to patch
+        return False
 
 
 def _enter_compile_key():
@@ -63,7 +80,7 @@ def _enter_compile_key():
         variables[_ENV] = lambda: os.environ.get(_ENV, "0")
 
 
-def _patch(cls):
+def _patch(cls, in_place):
     """Wraps cls.__init__ and cls.all_reduce once (plugins may load more than once a process)."""
     if getattr(cls, "_symmar_patched", False):
         return
@@ -72,14 +89,15 @@ def _patch(cls):
     @functools.wraps(init)
     def __init__(self, cpu_group, device=None, device_group=None, unique_name="", *args, **kwargs):
         init(self, cpu_group, device, device_group, unique_name, *args, **kwargs)
-        self._symmar = _communicator_for(cpu_group, unique_name)
+        # The CUDA communicator's base class resolved its device (this worker's GPU).
+        self._symmar = _communicator_for(cpu_group, unique_name, "cpu" if in_place else self.device)
 
     @functools.wraps(all_reduce)
     def patched_all_reduce(self, input_):
         comm = getattr(self, "_symmar", None)
         if comm is not None and comm.should_all_reduce(input_):
             _count("symmar")
-            return comm.all_reduce_taken_(input_)
+            return comm.all_reduce_taken_(input_) if in_place else comm.all_reduce_taken(input_)
         _count("vllm")
         return all_reduce(self, input_)
 
@@ -92,8 +110,8 @@ def _count(who):
     calls[who] += 1
 
 
-def _communicator_for(cpu_group, unique_name):
+def _communicator_for(cpu_group, unique_name, device):
     """A SymmarCommunicator for a tensor-parallel group, or None (another group, or declined)."""
     if not str(unique_name).startswith("tp"):
         return None
-    return group_communicator(cpu_group, "cpu", unique_name, "vLLM", _log, served)
+    return group_communicator(cpu_group, device, unique_name, "vLLM", _log, served)
