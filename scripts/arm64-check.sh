@@ -29,10 +29,31 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-
 cmake --build "$BUILD" -j "$(nproc)" --target symmar_unit_tests
 
 # qemu's default CPU has SVE2 with 512-bit vectors: every unit test, the SIMD ones at SVE2, SVE and
-# NEON. Then the SIMD tests again where other targets or vector lengths come into play.
+# NEON. Then the SIMD tests again where other targets or vector lengths come into play. Each run is
+# one single-threaded qemu: they run side by side, as many at once as there are cores, each into a
+# log of its own, printed in order once all are done.
 tests="$BUILD/tests/symmar_unit_tests"
-qemu-aarch64 "$tests" --gtest_brief=1
-for bytes in 16 32 256; do  # 128-bit (SVE2_128), 256-bit (SVE_256), 2048-bit vectors
-  echo "SIMD tests at $((bytes * 8))-bit SVE vectors:"
-  QEMU_CPU="max,sve-default-vector-length=$bytes" qemu-aarch64 "$tests" --gtest_filter='Simd*' --gtest_brief=1
+runs=("default" 16 32 256)  # 128-bit (SVE2_128), 256-bit (SVE_256), 2048-bit vectors
+run_one() {
+  if [ "$1" = default ]; then
+    qemu-aarch64 "$tests" --gtest_brief=1
+  else
+    echo "SIMD tests at $(($1 * 8))-bit SVE vectors:"
+    QEMU_CPU="max,sve-default-vector-length=$1" qemu-aarch64 "$tests" --gtest_filter='Simd*' --gtest_brief=1
+  fi
+}
+failed=0
+per=$(nproc)
+for ((i = 0; i < ${#runs[@]}; i += per)); do  # a batch of runs, one a core
+  batch=("${runs[@]:i:per}")
+  pids=()
+  for r in "${batch[@]}"; do
+    run_one "$r" > "$BUILD/qemu-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    wait "${pids[$j]}" || failed=1
+    cat "$BUILD/qemu-${batch[$j]}.log"
+  done
 done
+[ "$failed" -eq 0 ] || { echo "arm64 unit tests under qemu failed"; exit 1; }

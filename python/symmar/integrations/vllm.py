@@ -35,6 +35,8 @@ _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "Cp
 # keeps of the count is torch.compile's business).
 served = {}
 calls = {"symmar": 0, "vllm": 0}
+# Whether the patched communicators take symmar's path (switch_path): on once SYMMAR_VLLM=1.
+_taking = [True]
 
 
 def enabled():
@@ -95,7 +97,7 @@ def _patch(cls, in_place):
     @functools.wraps(all_reduce)
     def patched_all_reduce(self, input_):
         comm = getattr(self, "_symmar", None)
-        if comm is not None and comm.should_all_reduce(input_):
+        if comm is not None and _taking[0] and comm.should_all_reduce(input_):
             _count("symmar")
             return comm.all_reduce_taken_(input_) if in_place else comm.all_reduce_taken(input_)
         _count("vllm")
@@ -104,6 +106,16 @@ def _patch(cls, in_place):
     cls.__init__ = __init__
     cls.all_reduce = patched_all_reduce
     cls._symmar_patched = True
+
+
+def switch_path(take_symmar):
+    """Sends this process's patched allreduces to symmar (True) or to vLLM's own path (False), for
+    an A/B comparison in one engine (benchmarks/engines/). Every rank of a group must switch
+    together, with no request in flight: call it on every worker through vLLM's collective_rpc
+    between generate() calls. Returns the previous setting."""
+    previous = _taking[0]
+    _taking[0] = bool(take_symmar)
+    return previous
 
 
 def _count(who):

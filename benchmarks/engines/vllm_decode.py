@@ -1,0 +1,149 @@
+"""vLLM's tensor-parallel allreduce against symmar's, inside one engine: vLLM on CPU at
+tensor-parallel size 2 with the symmar plugin loaded (SYMMAR_VLLM=1), a random Llama-style model
+whose hidden size makes the allreduce matter (hidden 4096, 2 layers, made here), and the plugin's
+switch_path sending every worker's allreduce to symmar or to vLLM's own shared-memory path between
+runs, interleaved round by round, so that both paths meet the same machine.
+
+For each batch size and path it gives:
+- the per-call cost of the tensor-parallel allreduce inside the workers (each worker times every
+  call of its CPU communicator's all_reduce; the median per message size, the slower worker);
+- decode tokens/s: batch x (N - 1) tokens over the time of a run of N tokens less a run of 1;
+- time in allreduce per decode step.
+Medians over rounds with [min-max], eager mode (the switch takes effect at once; compiled mode
+would recompile on it).
+
+    python benchmarks/engines/vllm_decode.py [--batches 1,4,16,64] [--dtype bfloat16]
+        [--rounds 3] [--tokens 33] [--model DIR]
+
+Needs vLLM (scripts/install-vllm.sh) and symmar's entry point registered (a pip install of the
+wheel, or run through benchmarks/engines/run_vllm_decode.sh, which registers the checkout's and
+runs bfloat16 and float32). On 2 cores the engine's four processes contend: the per-call costs are
+the primary figure.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def make_model(path):
+    """Hidden 4096, 2 layers, 32 heads (8 KV), MLP 8192, vocabulary 2048, random (seeded)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=2048, hidden_size=4096, intermediate_size=8192, num_hidden_layers=2,
+                         num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=1024,
+                         tie_word_embeddings=False)
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+
+
+# -- run in the workers through collective_rpc (this module's functions, run locally) --
+
+def worker_start_timing(_self=None):
+    """Wraps the (patched) CPU communicator's all_reduce with a timer: seconds per call by bytes."""
+    from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
+    if getattr(CpuCommunicator, "_bench_timed", False):
+        return True
+    inner = CpuCommunicator.all_reduce
+    times = CpuCommunicator._bench_times = {}
+
+    def timed(self, input_):
+        t0 = time.perf_counter()
+        out = inner(self, input_)
+        times.setdefault(input_.numel() * input_.element_size(), []).append(time.perf_counter() - t0)
+        return out
+    CpuCommunicator.all_reduce = timed
+    CpuCommunicator._bench_timed = True
+    return True
+
+
+def worker_take(_self=None, take_symmar=True, reset=True):
+    from symmar.integrations import vllm as plugin
+    from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
+    plugin.switch_path(take_symmar)
+    if reset:
+        CpuCommunicator._bench_times.clear()
+    return dict(plugin.calls)
+
+
+def worker_times(_self=None):
+    from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
+    return {str(k): list(v) for k, v in CpuCommunicator._bench_times.items()}
+
+
+def run_batch(llm, batch, tokens):
+    """Seconds for `tokens` tokens of `batch` prompts (greedy)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    prompts = [TokensPrompt(prompt_token_ids=[(7 * i + 3 * j) % 2000 + 1 for j in range(16)]) for i in range(batch)]
+    params = SamplingParams(temperature=0.0, max_tokens=tokens, min_tokens=tokens, detokenize=False)
+    t0 = time.perf_counter()
+    llm.generate(prompts, params, use_tqdm=False)
+    return time.perf_counter() - t0
+
+
+def spread(values):
+    return "%.1f [%.1f-%.1f]" % (statistics.median(values), min(values), max(values))
+
+
+def bench_dtype(args, dtype):
+    from vllm import LLM
+    llm = LLM(model=args.model, tensor_parallel_size=2, dtype=dtype, enforce_eager=True, skip_tokenizer_init=True,
+              max_model_len=512, max_num_seqs=max(args.batches), seed=0)
+    llm.collective_rpc(worker_start_timing)
+    rows = []
+    for batch in args.batches:
+        per = {path: {"rate": [], "call_us": {}, "ar_ms_per_step": []} for path in ("vllm", "symmar")}
+        for rnd in range(args.warmup + args.rounds):
+            for path in ("vllm", "symmar"):
+                llm.collective_rpc(worker_take, kwargs={"take_symmar": path == "symmar"})
+                t1 = run_batch(llm, batch, 1)
+                tn = run_batch(llm, batch, args.tokens)
+                times = llm.collective_rpc(worker_times)
+                if rnd < args.warmup:
+                    continue
+                per[path]["rate"].append(batch * (args.tokens - 1) / max(tn - t1, 1e-9))
+                total = max(sum(sum(v) for v in w.values()) for w in times)  # the slower worker
+                per[path]["ar_ms_per_step"].append(total * 1e3 / args.tokens)
+                for size in times[0]:
+                    med = max(statistics.median(w[size]) for w in times if size in w)
+                    per[path]["call_us"].setdefault(int(size), []).append(med * 1e6)
+        rows.append((batch, per))
+        v, s = per["vllm"], per["symmar"]
+        print("# %s batch %d: tokens/s vllm %s, symmar %s (x%.2f); allreduce ms/step vllm %s, symmar %s"
+              % (dtype, batch, spread(v["rate"]), spread(s["rate"]),
+                 statistics.median(s["rate"]) / statistics.median(v["rate"]), spread(v["ar_ms_per_step"]),
+                 spread(s["ar_ms_per_step"])), flush=True)
+        for size in sorted(set(v["call_us"]) & set(s["call_us"])):
+            print("#   %s batch %d, %7d bytes a call: us vllm %s, symmar %s (x%.2f)"
+                  % (dtype, batch, size, spread(v["call_us"][size]), spread(s["call_us"][size]),
+                     statistics.median(v["call_us"][size]) / statistics.median(s["call_us"][size])), flush=True)
+    calls = llm.collective_rpc(worker_take, kwargs={"take_symmar": True, "reset": False})
+    return rows, calls
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batches", default="1,4,16,64")
+    p.add_argument("--dtype", default="bfloat16", help="one engine (and process) per dtype")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--tokens", type=int, default=33)
+    p.add_argument("--model", default="/tmp/symmar-vllm-decode-model")
+    args = p.parse_args()
+    args.batches = [int(b) for b in args.batches.split(",")]
+    if os.environ.get("SYMMAR_VLLM") != "1":
+        sys.exit("set SYMMAR_VLLM=1: the plugin must be loaded for its switch to choose the path")
+    if not os.path.exists(os.path.join(args.model, "config.json")):
+        make_model(args.model)
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc of this module's functions
+    rows, calls = bench_dtype(args, args.dtype)
+    print(json.dumps({"dtype": args.dtype, "rows": rows, "plugin_calls": calls}))
+    sys.stdout.flush()
+    os._exit(0)  # vLLM's worker processes are torn down with this one
+
+
+if __name__ == "__main__":
+    main()
