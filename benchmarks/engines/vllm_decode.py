@@ -4,11 +4,16 @@ whose hidden size makes the allreduce matter (hidden 4096, 2 layers, made here),
 switch_path sending every worker's allreduce to symmar or to vLLM's own shared-memory path between
 runs, interleaved round by round, so that both paths meet the same machine.
 
-For each batch size and path it gives:
-- the per-call cost of the tensor-parallel allreduce inside the workers (each worker times every
-  call of its CPU communicator's all_reduce; the median per message size, the slower worker);
-- decode tokens/s: batch x (N - 1) tokens over the time of a run of N tokens less a run of 1;
-- time in allreduce per decode step.
+It gives, for each path:
+- the per-call cost of the tensor-parallel allreduce inside the workers, the primary figure: each
+  worker's own communicator (vLLM's CpuCommunicator, with the plugin's patch choosing the path)
+  called back to back after a barrier of its group, at the message sizes a decode step of each
+  batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower worker's median of 5
+  blocks;
+- decode tokens/s per batch: batch x (N - 1) tokens over the time of a run of N tokens less a run
+  of 1;
+- time in allreduce per decode step: each call of the communicator's all_reduce timed while the
+  engine runs, which includes the wait for the slower worker (on 2 cores, most of it).
 Medians over rounds with [min-max], eager mode (the switch takes effect at once; compiled mode
 would recompile on it).
 
@@ -55,8 +60,36 @@ def worker_start_timing(_self=None):
         times.setdefault(input_.numel() * input_.element_size(), []).append(time.perf_counter() - t0)
         return out
     CpuCommunicator.all_reduce = timed
+    CpuCommunicator._bench_inner = inner
     CpuCommunicator._bench_timed = True
     return True
+
+
+def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200):
+    """us per call of this worker's tensor-parallel allreduce (the path switch_path chose), calls
+    back to back on zeros after a barrier of the group: the median of 5 blocks, by size."""
+    import torch
+    import torch.distributed as dist
+    from vllm.distributed.parallel_state import get_tp_group
+    group = get_tp_group()
+    comm = group.device_communicator
+    call = type(comm)._bench_inner  # the plugin's patched all_reduce, without the timer above
+    dtype = getattr(torch, dtype_name)
+    elem = torch.tensor([], dtype=dtype).element_size()
+    cost = {}
+    for size in sizes:
+        t = torch.zeros(max(1, size // elem), dtype=dtype)
+        for _ in range(10):
+            call(comm, t)
+        blocks = []
+        for _ in range(5):
+            dist.barrier(group=group.cpu_group)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                call(comm, t)
+            blocks.append((time.perf_counter() - t0) / iters * 1e6)
+        cost[str(size)] = statistics.median(blocks)
+    return cost
 
 
 def worker_take(_self=None, take_symmar=True, reset=True):
@@ -85,6 +118,8 @@ def run_batch(llm, batch, tokens):
 
 
 def spread(values):
+    if not values:
+        return "n/a"
     return "%.1f [%.1f-%.1f]" % (statistics.median(values), min(values), max(values))
 
 
@@ -104,7 +139,8 @@ def bench_dtype(args, dtype):
                 times = llm.collective_rpc(worker_times)
                 if rnd < args.warmup:
                     continue
-                per[path]["rate"].append(batch * (args.tokens - 1) / max(tn - t1, 1e-9))
+                if tn > t1:  # else the machine hiccupped in the short run: no rate from this round
+                    per[path]["rate"].append(batch * (args.tokens - 1) / (tn - t1))
                 total = max(sum(sum(v) for v in w.values()) for w in times)  # the slower worker
                 per[path]["ar_ms_per_step"].append(total * 1e3 / args.tokens)
                 for size in times[0]:
@@ -114,12 +150,26 @@ def bench_dtype(args, dtype):
         v, s = per["vllm"], per["symmar"]
         print("# %s batch %d: tokens/s vllm %s, symmar %s (x%.2f); allreduce ms/step vllm %s, symmar %s"
               % (dtype, batch, spread(v["rate"]), spread(s["rate"]),
-                 statistics.median(s["rate"]) / statistics.median(v["rate"]), spread(v["ar_ms_per_step"]),
+                 statistics.median(s["rate"]) / statistics.median(v["rate"]) if s["rate"] and v["rate"] else 0.0,
+                 spread(v["ar_ms_per_step"]),
                  spread(s["ar_ms_per_step"])), flush=True)
         for size in sorted(set(v["call_us"]) & set(s["call_us"])):
             print("#   %s batch %d, %7d bytes a call: us vllm %s, symmar %s (x%.2f)"
                   % (dtype, batch, size, spread(v["call_us"][size]), spread(s["call_us"][size]),
                      statistics.median(v["call_us"][size]) / statistics.median(s["call_us"][size])), flush=True)
+    sizes = sorted({1 << k for k in range(10, 21)} | {args.hidden * b * (2 if dtype == "bfloat16" else 4)
+                                                       for b in args.batches})
+    costs = {}
+    for rnd in range(args.rounds):
+        for path in ("vllm", "symmar"):
+            llm.collective_rpc(worker_take, kwargs={"take_symmar": path == "symmar"})
+            got = llm.collective_rpc(worker_call_cost, kwargs={"sizes": sizes, "dtype_name": dtype})
+            for size in sizes:
+                costs.setdefault((path, size), []).append(max(w[str(size)] for w in got))
+    for size in sizes:
+        v, s = costs[("vllm", size)], costs[("symmar", size)]
+        print("# %s per call inside the workers, %7d bytes: us vllm %s, symmar %s (vllm/symmar x%.2f)"
+              % (dtype, size, spread(v), spread(s), statistics.median(v) / statistics.median(s)), flush=True)
     calls = llm.collective_rpc(worker_take, kwargs={"take_symmar": True, "reset": False})
     return rows, calls
 
@@ -132,6 +182,7 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--tokens", type=int, default=33)
     p.add_argument("--model", default="/tmp/symmar-vllm-decode-model")
+    p.add_argument("--hidden", type=int, default=4096, help="the model's hidden size (make_model's)")
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
     if os.environ.get("SYMMAR_VLLM") != "1":
