@@ -98,6 +98,34 @@ TEST(Protocol, PeerInputOffsetOutsideItsHeapFailsTheCall) {
   EXPECT_EQ(comm.status(0)[gpu::kStatusPeer], 1);
 }
 
+// The same for the fused kernels, which read a peer's input in place since they may: an offset
+// outside the peer's heap is refused in both forms (their bounds come from makeAddRmsNormArgs).
+TEST(Protocol, FusedCallRefusesAPeerInputOffsetOutsideItsHeap) {
+  static const uint64_t kHugeOffset = uint64_t{1} << 40;
+  for (bool two_shot : {false, true}) {
+    EmuOptions o;
+    o.world = 2;
+    o.timeout_ms = 2000;
+    EmuComm comm(o);
+    std::vector<float> in(64), out(64), norm(64), gamma(64, 1.0f);
+    const AddRmsNormCall call{in.data(), nullptr, out.data(), norm.data(), gamma.data(), nullptr,
+                              1.0f, 1e-6f, 1, 64, symmarFloat32};
+    int grid = 0;
+    const gpu::KernelArgs a0 = gpu::makeAddRmsNormArgs(comm.context(0), call,
+                                                       two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot, &grid);
+    ASSERT_EQ(grid, 1) << "one token: one block, whose barrier rank 1 answers below";
+    char* pad0 = comm.base(0) + comm.context(0).layout.pad_off;
+    uint32_t* flag = reinterpret_cast<uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
+    const uint64_t signature = numberedSignature(a0.signature, comm.state(0).end_epoch);
+    std::memcpy(reinterpret_cast<char*>(flag) + sched::kFlagInputWord, &kHugeOffset, sizeof(kHugeOffset));
+    std::memcpy(reinterpret_cast<char*>(flag) + gpu::kFlagSignatureWord, &signature, sizeof(signature));
+    *flag = 1;
+    runConcurrently({Launch{gpu::addRmsNormKernel(symmarFloat32, two_shot), 1, a0}});
+    EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarPeerFailure) << (two_shot ? "twoshot" : "oneshot");
+    EXPECT_EQ(comm.status(0)[gpu::kStatusPeer], 1);
+  }
+}
+
 }  // namespace emu
 }  // namespace symmar
 
