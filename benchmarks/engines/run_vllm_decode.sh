@@ -8,11 +8,9 @@ root=$(cd "$here/../.." && pwd)
 py=${SYMMAR_VLLM_VENV:-/var/cache/symmar-vllm-venv}/bin/python
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/ep/symmar-0.0.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: symmar\nVersion: 0.0.0\n' >"$work/ep/symmar-0.0.0.dist-info/METADATA"
-printf '[vllm.general_plugins]\nsymmar = symmar.integrations.vllm:register\n' \
-  >"$work/ep/symmar-0.0.0.dist-info/entry_points.txt"
-export PYTHONPATH="$work/ep:$root/python" SYMMAR_VLLM=1
+plugin_group=vllm.general_plugins plugin_target=symmar.integrations.vllm:register
+. "$root/tests/engines/register_plugin.sh"
+export SYMMAR_VLLM=1
 export SYMMAR_LIBRARY=${SYMMAR_LIBRARY:-$root/build/src/libsymmar.so}
 export VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND='0|1'
 # Each engine in a session of its own, killed with it: vLLM's workers outlive the script's exit.

@@ -5,6 +5,7 @@
 # through SYMMAR_LIBRARY, which ctest sets). Exit 77 (skipped, with the reason) without SGLang there.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 py=${SYMMAR_VLLM_VENV:-/var/cache/symmar-vllm-venv}/bin/python
 if ! [ -x "$py" ] || ! "$py" -c "import sglang.srt.distributed.parallel_state" >/dev/null 2>&1; then
   echo "SKIP: no SGLang in ${py%/bin/python} (scripts/install-sglang.sh installs it there)"
@@ -12,9 +13,6 @@ if ! [ -x "$py" ] || ! "$py" -c "import sglang.srt.distributed.parallel_state" >
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/ep/symmar-0.0.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: symmar\nVersion: 0.0.0\n' >"$work/ep/symmar-0.0.0.dist-info/METADATA"
-printf '[sglang.srt.plugins]\nsymmar = symmar.integrations.sglang:register\n' \
-  >"$work/ep/symmar-0.0.0.dist-info/entry_points.txt"
-export PYTHONPATH="$work/ep:$here/../../python"
+plugin_group=sglang.srt.plugins plugin_target=symmar.integrations.sglang:register
+. "$here/register_plugin.sh"
 exec "$py" "$here/check_sglang_plugin.py" "$work"

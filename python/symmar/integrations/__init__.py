@@ -197,7 +197,7 @@ class SymmarCommunicator:
         span = self._ranges.get(inp.dtype)
         if span is None:
             return False
-        if not (inp.is_cpu if self._cpu else inp.is_cuda and inp.get_device() == self._cuda_index):
+        if not self._on_device(inp):
             return False
         n = inp.numel()
         return span[0] <= n <= span[1] and inp.is_contiguous()
