@@ -6,7 +6,8 @@
 // on a stream of its own. The variants take turns in runs of --block calls (each run timed with CUDA
 // events on the rank's stream, its first call untimed); printed: the median per call over runs, of
 // the slowest rank. The fused call is timed as the planner serves it and in each of its forms
-// (one-shot and two-shot, symmarAllReduceAddRmsNormAlgo), the data for its table row. Before the
+// (one-shot, two-shot, and lamport where the call fits a lamport slot; symmarAllReduceAddRmsNormAlgo),
+// the data for its table row. Before the
 // timing, for each token count, each fused form and the allreduce + separate pass run once from the
 // same inputs and must agree (exit 1 where they do not). --out FILE writes the fused call's table
 // row measured here (tune_table.h's tuneFusedRow: a form while it keeps up with the allreduce + the
@@ -136,8 +137,15 @@ bool parse(int argc, char** argv, Options* o) {
          o->margin >= 0;
 }
 
-enum Variant { kFused, kFusedOneShot, kFusedTwoShot, kSeparate, kAllReduce, kVariants };
-constexpr Variant kFusedForms[] = {kFused, kFusedOneShot, kFusedTwoShot};
+enum Variant { kFused, kFusedOneShot, kFusedTwoShot, kFusedLamport, kSeparate, kAllReduce, kVariants };
+constexpr Variant kFusedForms[] = {kFused, kFusedOneShot, kFusedTwoShot, kFusedLamport};
+
+/// Whether variant v takes part for tokens rows of hidden bf16: the lamport form only where it fits a
+/// call (at most SYMMAR_LAMPORT_MAX_BYTES; hidden is a whole number of vectors here).
+bool takesPart(Variant v, int tokens, int hidden) {
+  return v != kFusedLamport ||
+         static_cast<size_t>(tokens) * static_cast<size_t>(hidden) * 2 <= SYMMAR_LAMPORT_MAX_BYTES;
+}
 
 /// One rank's buffers and stream for one token count.
 struct Rank {
@@ -151,7 +159,7 @@ struct Rank {
 /// What one call of variant v enqueues on the rank's stream.
 symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidden) {
   const size_t n = static_cast<size_t>(tokens) * static_cast<size_t>(hidden);
-  if (v == kFused || v == kFusedOneShot || v == kFusedTwoShot) {
+  if (v == kFused || v == kFusedOneShot || v == kFusedTwoShot || v == kFusedLamport) {
     symmarAddRmsNormArgs_t a{};
     a.input = k.in;
     a.residual_in = k.residual;
@@ -162,8 +170,10 @@ symmarResult_t call(Variant v, Rank& k, symmarComm_t comm, int tokens, int hidde
     a.tokens = static_cast<size_t>(tokens);
     a.hidden = static_cast<size_t>(hidden);
     a.dtype = symmarBfloat16;
-    const symmarAlgo_t algo =
-        v == kFusedOneShot ? symmarAlgoOneShot : (v == kFusedTwoShot ? symmarAlgoTwoShot : symmarAlgoAuto);
+    const symmarAlgo_t algo = v == kFusedOneShot   ? symmarAlgoOneShot
+                              : v == kFusedTwoShot ? symmarAlgoTwoShot
+                              : v == kFusedLamport ? symmarAlgoLamport
+                                                   : symmarAlgoAuto;
     return symmarAllReduceAddRmsNormAlgo(&a, algo, comm, k.stream);
   }
   const symmarResult_t res = symmarAllReduce(k.in, k.sum, n, symmarBfloat16, symmarSum, comm, k.stream);
@@ -218,7 +228,7 @@ bool checkOnce(int r, symmarComm_t comm, const Options& o, int tokens, Variant f
   }
   if (bad == 0) return true;
   *error = "rank " + std::to_string(r) + ": the fused call (variant " + std::to_string(fused) +
-           ": 0 as planned, 1 one-shot, 2 two-shot) and the separate pass disagree at " + std::to_string(bad) +
+           ": 0 as planned, 1 one-shot, 2 two-shot, 3 lamport) and the separate pass disagree at " + std::to_string(bad) +
            " of " + std::to_string(n) + " elements, first at " + std::to_string(first) + " (residual " +
            std::to_string(value(fused_res[first])) + " / " + std::to_string(value(sep_res[first])) + ", norm " +
            std::to_string(value(fused_norm[first])) + " / " + std::to_string(value(sep_norm[first])) + ")";
@@ -261,12 +271,14 @@ bool runRank(int r, int device, symmarComm_t comm, const Options& o, int tokens,
   if (err != cudaSuccess) *error = "rank " + std::to_string(r) + ": CUDA set-up failed: " + cudaGetErrorString(err);
   if (group.sumOf(err == cudaSuccess ? 0 : 1) != 0) return false;  // every rank arrives, failed or not
   for (Variant fused : kFusedForms) {
+    if (!takesPart(fused, tokens, o.hidden)) continue;
     if (group.sumOf(checkOnce(r, comm, o, tokens, fused, k, error) ? 0 : 1) != 0) return false;
   }
   const int runs = std::max(1, o.iters / o.block);
   for (int run = 0; run <= runs; ++run) {  // run 0 warms up, untimed
     for (int v = 0; v < kVariants; ++v) {
       const Variant var = static_cast<Variant>((v + run) % kVariants);  // each goes first in turn
+      if (!takesPart(var, tokens, o.hidden)) continue;
       symmarResult_t res = call(var, k, comm, tokens, o.hidden);        // the run's first call: untimed
       cudaEventRecord(k.start, k.stream);
       for (int i = 1; i < o.block && res == symmarSuccess; ++i) res = call(var, k, comm, tokens, o.hidden);
@@ -330,8 +342,8 @@ int main(int argc, char** argv) {
       "# symmar_norm_perf_gpu: %d ranks (threads) on %d GPU(s), hidden %d, bf16, %d calls a variant in runs "
       "of %d, median us per call of the slowest rank\n",
       o.world, std::min(devices, o.world), o.hidden, o.iters, o.block);
-  printf("#%9s %12s %12s %9s %12s %13s %10s %10s\n", "tokens", "fused", "separate", "speed-up", "allreduce",
-         "fused/allred", "1-shot", "2-shot");
+  printf("#%9s %12s %12s %9s %12s %13s %10s %10s %10s\n", "tokens", "fused", "separate", "speed-up", "allreduce",
+         "fused/allred", "1-shot", "2-shot", "lamport");
   int status = 0;
   std::vector<tune::FusedMeasurement> measured;  // --out: the forms and the separate pass, by size
   for (int tokens : o.tokens) {
@@ -361,10 +373,10 @@ int main(int argc, char** argv) {
     }
     if (status != 0) break;
     measured.push_back({static_cast<size_t>(tokens) * static_cast<size_t>(o.hidden) * 2, worst[kFusedOneShot],
-                        worst[kFusedTwoShot], worst[kSeparate]});
-    printf("%10d %12.2f %12.2f %8.2fx %12.2f %12.2fx %10.2f %10.2f\n", tokens, worst[kFused], worst[kSeparate],
-           worst[kSeparate] / worst[kFused], worst[kAllReduce], worst[kFused] / worst[kAllReduce],
-           worst[kFusedOneShot], worst[kFusedTwoShot]);
+                        worst[kFusedTwoShot], worst[kSeparate], worst[kFusedLamport]});
+    printf("%10d %12.2f %12.2f %8.2fx %12.2f %12.2fx %10.2f %10.2f %10.2f\n", tokens, worst[kFused],
+           worst[kSeparate], worst[kSeparate] / worst[kFused], worst[kAllReduce], worst[kFused] / worst[kAllReduce],
+           worst[kFusedOneShot], worst[kFusedTwoShot], worst[kFusedLamport]);
   }
   if (!o.out.empty() && status == 0) {
     symmarTopology_t topo{};

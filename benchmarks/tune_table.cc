@@ -95,12 +95,13 @@ std::vector<Entry> tuneFusedRow(std::vector<FusedMeasurement> measurements, doub
   uint64_t last = 0;
   for (const FusedMeasurement& m : measurements) {
     double best = 0;
-    for (double t : {m.oneshot_us, m.twoshot_us}) {
+    for (double t : {m.oneshot_us, m.twoshot_us, m.lamport_us}) {
       if (t > 0 && (best == 0 || t < best)) best = t;
     }
     if (best == 0 || (m.unfused_us > 0 && best > m.unfused_us * (1.0 + margin))) break;
     if (m.oneshot_us > 0) held.push_back({symmarAlgoOneShot, m.bytes, m.oneshot_us});
     if (m.twoshot_us > 0) held.push_back({symmarAlgoTwoShot, m.bytes, m.twoshot_us});
+    if (m.lamport_us > 0) held.push_back({symmarAlgoLamport, m.bytes, m.lamport_us});
     last = m.bytes;
   }
   if (held.empty()) return {{symmarAlgoOneShot, 1}};

@@ -33,6 +33,7 @@ std::vector<Entry> tuneRow(const std::vector<Measurement>& measurements, double 
 struct FusedMeasurement {
   size_t bytes;  ///< tokens x hidden elements
   double oneshot_us, twoshot_us, unfused_us;
+  double lamport_us = 0;  ///< the lamport form (GPU comms, calls it fits); 0: not measured
 };
 
 /// The fused call's row (collective "addrmsnorm"): from the smallest size up, the faster fused

@@ -9,18 +9,12 @@
 // Row r of every chunk is handled by block r % grid on every rank (myRow), so per-block flags order
 // every staging access, as in the plain kernels.
 #include <cstdint>
-#include <cuda_fp8.h>
 
-#include "cuda/common.cuh"
+#include "cuda/norm.cuh"
 
 namespace symmar {
 namespace gpu {
 namespace {
-
-struct NormShared {
-  BlockShared sh;
-  float partial[kThreads];
-};
 
 /// Whether this block handles row r of a chunk (stages it, finishes it on its owner, copies it out).
 /// The assignment depends on r alone, never on the chunk's size or its owners' slices, so the same
@@ -28,34 +22,6 @@ struct NormShared {
 /// per-block flags order every access to that row (common.cuh). With a block a row, the staging and
 /// the copies of other owners' rows take every block, and the finishing one block per owned row.
 __device__ __forceinline__ bool myRow(size_t r) { return r % gridDim.x == blockIdx.x; }
-
-__device__ __forceinline__ unsigned char toE4m3(float f) {
-  return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
-}
-
-/// 1 / RMS of a row from each thread's sum of squares: a block reduction in a fixed tree order.
-__device__ __forceinline__ float rowInvRms(NormShared* ns, float ss, size_t h, float eps) {
-  ns->partial[threadIdx.x] = ss;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) ns->partial[threadIdx.x] += ns->partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = 1.0f / sqrtf(ns->partial[0] / static_cast<float>(h) + eps);
-  __syncthreads();  // partial[0] read by every thread before the next row reuses it
-  return inv;
-}
-
-/// Whether rows are whole 16-byte vectors: then every staged row is vector-aligned, and a thread
-/// takes whole vectors. It depends on the call alone, so every rank sums a row's squares in the
-/// same order (the alignment of a rank's own buffers only picks how they are accessed).
-template <typename T>
-__device__ __forceinline__ bool vectorRows(size_t h) {
-  return h % Vec<T>::kElems == 0;
-}
-__device__ __forceinline__ bool vecAligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % sched::kVecBytes == 0;
-}
 
 /// Where a row's sources lie: every rank's input rows of the chunk (the fused forms: each rank's
 /// staging half, or its input in place in its heap, as the start barrier told: sourceOf), or one
@@ -76,7 +42,7 @@ __device__ __forceinline__ const typename T::Bits* sourceRow(const KernelArgs& a
 
 /// Finishes row `row` (index in the call) from every source's copy of it at row `local` there.
 template <typename T, int kSrcs = kMaxRanks>
-__device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, const RowSources<T>& srcs,
+__device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared<>* ns, const RowSources<T>& srcs,
                                           size_t local, size_t row) {
   using Bits = typename T::Bits;
   const size_t h = a.hidden;
@@ -105,26 +71,12 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared* ns, c
   }
 }
 
-/// E FP8 bytes stored at once where p allows (E = elements of a vector: 8 or 4).
-template <int E>
-union Fp8Pack;
-template <>
-union Fp8Pack<8> {
-  uint2 w;
-  unsigned char b[8];
-};
-template <>
-union Fp8Pack<4> {
-  uint32_t w;
-  unsigned char b[4];
-};
-
 /// finishRow for rows of whole vectors (vectorRows): 16-byte accesses where a buffer is aligned,
 /// the same arithmetic per element in the same order.
 /// kSrcs: the most sources (kMaxRanks, or 1 for the local form, whose source is the allreduce's
 /// sums in user memory: loaded as srcs_al says, where staging rows are always aligned).
 template <typename T, int kSrcs = kMaxRanks>
-__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns, const RowSources<T>& srcs,
+__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared<>* ns, const RowSources<T>& srcs,
                                              size_t local, size_t row, bool srcs_al = true) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
@@ -151,42 +103,9 @@ __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared* ns
     for (int p = 1; p < kSrcs; ++p) {
       if (p < a.world) acc.add(x[p]);
     }
-    if (res_in) acc.add(loadUser<T>(res_in + i, in_al));
-    const Vec<T> stored = acc.result();
-    storeUser<T>(res_out + i, stored, out_al);
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float r = T::toFloat(stored.e[e]);
-      ss += r * r;
-    }
+    storeSumVec<T>(&acc, res_in ? res_in + i : nullptr, in_al, res_out + i, out_al, &ss);
   }
-  const float inv = rowInvRms(ns, ss, h, a.eps);
-  const Bits* gamma = static_cast<const Bits*>(a.gamma);
-  Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
-  unsigned char* fp8 = a.fp8_out ? a.fp8_out + row * h : nullptr;
-  const bool gamma_al = vecAligned(a.gamma), norm_al = vecAligned(a.norm_out);
-  const bool fp8_al = reinterpret_cast<uintptr_t>(a.fp8_out) % E == 0;
-  for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
-    const size_t i = v * E;
-    const Vec<T> r = loadUser<T>(res_out + i, out_al);
-    const Vec<T> g = loadUser<T>(gamma + i, gamma_al);
-    Vec<T> n;
-    Fp8Pack<E> q;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float y = T::toFloat(r.e[e]) * inv * T::toFloat(g.e[e]);
-      n.e[e] = T::fromFloat(y);
-      if (fp8) q.b[e] = toE4m3(y / a.fp8_scale);
-    }
-    storeUser<T>(norm + i, n, norm_al);
-    if (!fp8) continue;
-    if (fp8_al) {
-      *reinterpret_cast<decltype(q.w)*>(fp8 + i) = q.w;
-    } else {
-#pragma unroll
-      for (int e = 0; e < E; ++e) fp8[i + e] = q.b[e];
-    }
-  }
+  normRowVec<T, kThreads>(a, row, rowInvRms(ns, ss, h, a.eps));
 }
 
 /// Copies n elements between a rank's buffer and staging (or between staging and a buffer), whole
@@ -205,7 +124,7 @@ __device__ __forceinline__ void copyRow(typename T::Bits* dst, const typename T:
 template <typename T, bool TwoShot>
 __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
-  SYMMAR_BLOCK_SHARED(NormShared, ns);
+  SYMMAR_BLOCK_SHARED(NormShared<>, ns);
   uint32_t epoch;
   if (!blockBegin<T>(a, &ns.sh, &epoch)) return;
   const size_t h = a.hidden;
@@ -288,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
 template <typename T>
 __global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CONSTANT KernelArgs a) {
   using Bits = typename T::Bits;
-  SYMMAR_BLOCK_SHARED(NormShared, ns);
+  SYMMAR_BLOCK_SHARED(NormShared<>, ns);
   ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
   const RowSources<T> sums{static_cast<const Bits*>(a.send), nullptr, 0, 0};  // a.world 1: the only source
   const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums.single);

@@ -189,6 +189,9 @@ const void* multimemReduceScatterKernel(symmarDataType_t dtype, symmarRedOp_t op
 const void* multimemAllGatherKernel(size_t elem_bytes);
 /// The fused allreduce + residual add + RMSNorm kernels (sum only), one-shot or two-shot form.
 const void* addRmsNormKernel(symmarDataType_t dtype, bool two_shot);
+/// The same in the lamport pattern (no barrier; rows of whole vectors, at most kLamportMaxBytes),
+/// kLamportThreads a block.
+const void* lamportAddRmsNormKernel(symmarDataType_t dtype);
 /// The add and norm alone on one rank, after an allreduce of the call into a.send (the unfused
 /// call); no peer, no barrier.
 const void* addRmsNormRowsKernel(symmarDataType_t dtype);

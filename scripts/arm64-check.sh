@@ -31,12 +31,16 @@ cmake --build "$BUILD" -j "$(nproc)" --target symmar_unit_tests
 # qemu's default CPU has SVE2 with 512-bit vectors: every unit test, the SIMD ones at SVE2, SVE and
 # NEON. Then the SIMD tests again where other targets or vector lengths come into play. Each run is
 # one single-threaded qemu: they run side by side, as many at once as there are cores, each into a
-# log of its own, printed in order once all are done.
+# log of its own, printed in order once all are done. The staging ring's long multi-rank sequences
+# are left to the native runs: under qemu their spinning rank threads took 350 of the default run's
+# 440 s, and qemu on an x86 host keeps the host's strong memory order, so they test nothing Arm's
+# weaker order could break that the native runs do not.
 tests="$BUILD/tests/symmar_unit_tests"
 runs=("default" 16 32 256)  # 128-bit (SVE2_128), 256-bit (SVE_256), 2048-bit vectors
 run_one() {
   if [ "$1" = default ]; then
-    qemu-aarch64 "$tests" --gtest_brief=1
+    qemu-aarch64 "$tests" --gtest_brief=1 \
+      --gtest_filter='-StagingRing.CallsAroundTheRingMatchTheReference:StagingRing.CallsAcrossTheCallNumberWrapMatchTheReference:StagingRing.RanksThatDisagreeAllStageAtTheStartOfTheHalf'
   else
     echo "SIMD tests at $(($1 * 8))-bit SVE vectors:"
     QEMU_CPU="max,sve-default-vector-length=$1" qemu-aarch64 "$tests" --gtest_filter='Simd*' --gtest_brief=1

@@ -16,11 +16,12 @@ step "settle 1: chain, fused, kernel loading, rank threads" settle_1_tests.log 1
   ctest --test-dir "$BUILD" -L gpu -R '^(GpuChain|GpuFused|GpuKernelLoading|GpuRankThreads)\.' --output-on-failure \
   --no-tests=error
 if [ -x "$SANITIZER" ] && [ -x "$GPU_TESTS" ]; then
-  step "settle 1: memcheck, unfused + FP8 + several rows a block" settle_1_memcheck.log 120 \
+  step "settle 1: memcheck, unfused + FP8 + several rows a block + lamport form" settle_1_memcheck.log 120 \
     "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.SymmetricInputsAreReadInPlace'
+    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.SymmetricInputsAreReadInPlace:GpuFused.LamportFormSeveralRowsABlock'
   step "settle 1: synccheck, fused forms" settle_1_synccheck.log 60 \
-    "$SANITIZER" --tool synccheck --error-exitcode 1 "$GPU_TESTS" --gtest_filter=GpuFused.AddRmsNormMatchesTheReference
+    "$SANITIZER" --tool synccheck --error-exitcode 1 "$GPU_TESTS" \
+    --gtest_filter='GpuFused.AddRmsNormMatchesTheReference:GpuFused.LamportFormSeveralRowsABlock'
 fi
 if [ -x "$NORM_PERF" ]; then
   for n in 2 4 8; do

@@ -135,11 +135,14 @@ int main(int argc, char** argv) {
       "their sizes are the whole buffer (nranks blocks, as nccl-tests counts them). They are listed\n"
       "under an architecture only where it has such rows; elsewhere the chain's rows (default) serve.\n\n"
       "The fused allreduce + residual add + RMSNorm (addrmsnorm) has rows of its own where its form\n"
-      "choice differs from the allreduce's: oneshot and twoshot over the message (tokens x hidden\n"
-      "elements), the unfused allreduce and norm above the last. Where it has none, it runs one-shot\n"
-      "where the allreduce's row gives oneshot or lamport for the same bytes, two-shot otherwise; with\n"
-      "fewer tokens than ranks it is always one-shot. On GPUs no fused form runs for more tokens than\n"
-      "the fused kernel's grid (a block a row; past it rows queue in a block), whatever the row says.\n\n");
+      "choice differs from the allreduce's: lamport, oneshot and twoshot over the message (tokens x\n"
+      "hidden elements), the unfused allreduce and norm above the last. Lamport serves only on GPUs\n"
+      "with peer access, rows of whole 16-byte vectors and calls of at most 256 KiB (the next entry\n"
+      "otherwise); no built-in row names it until it has been measured on a GPU. Where a comm has no\n"
+      "fused rows, it runs one-shot where the allreduce's row gives oneshot or lamport for the same\n"
+      "bytes, two-shot otherwise; with fewer tokens than ranks it is always one-shot (or lamport). On\n"
+      "GPUs no fused form runs for more tokens than the fused kernel's grid (a block a row; past it\n"
+      "rows queue in a block), whatever the row says.\n\n");
   for (int arch : knownArchs(tables)) {
     printf("## %s\n\n", archKeyName(arch).c_str());
     printSection(sectionOf(tables, arch, Collective::kAllReduce), true);

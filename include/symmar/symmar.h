@@ -297,8 +297,10 @@ typedef struct {
 
 /**
  * Collective: the fused call above. Its form comes from the tables' rows for this call
- * (collective "addrmsnorm", sized by tokens x hidden elements: one-shot or two-shot, and past the
- * last threshold the allreduce, then the add and norm on each rank); where there are none, it is
+ * (collective "addrmsnorm", sized by tokens x hidden elements: lamport, one-shot or two-shot, and
+ * past the last threshold the allreduce, then the add and norm on each rank; lamport only on GPU
+ * comms with peer access, for rows of whole 16-byte vectors and calls of at most 256 KiB, the
+ * next entry otherwise); where there are none, it is
  * planned like an allreduce of that size (the one-shot form where the tables say one-shot or
  * lamport, the two-shot form otherwise). One-shot whenever tokens < world. A comm without a fused
  * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or
@@ -307,7 +309,11 @@ typedef struct {
  * staging layout, the one-shot form runs. Host backend: stream must be NULL.
  */
 symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream);
-/** As symmarAllReduceAddRmsNorm with the form forced: symmarAlgoOneShot or symmarAlgoTwoShot. */
+/**
+ * As symmarAllReduceAddRmsNorm with the form forced: symmarAlgoOneShot, symmarAlgoTwoShot, or
+ * symmarAlgoLamport (GPU comms with peer access only: no barrier, for the smallest batches; rows of
+ * whole 16-byte vectors, at most 256 KiB a call; symmarUnsupported otherwise).
+ */
 symmarResult_t symmarAllReduceAddRmsNormAlgo(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo, symmarComm_t comm,
                                              void* stream);
 

@@ -122,8 +122,12 @@ symmarResult_t addRmsNorm(const symmarAddRmsNormArgs_t* args, symmarAlgo_t algo,
                                          c.tokens, c.hidden, c.dtype, comm->fused_rows_cap);
     if (algo == symmarAlgoAuto) return unfused(comm, c, stream);
     c.planned = true;
-  } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
-    return fail(symmarInvalidArgument, "%s: the fused forms are oneshot and twoshot, not %s", fn, symmarAlgoName(algo));
+  } else if (algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot && algo != symmarAlgoLamport) {
+    return fail(symmarInvalidArgument, "%s: the fused forms are oneshot, twoshot and lamport, not %s", fn,
+                symmarAlgoName(algo));
+  } else if (algo == symmarAlgoLamport && !comm->gpu()) {
+    return fail(symmarUnsupported, "%s: the fused lamport form runs on GPU comms only (this comm's ranks are "
+                "processes on the host): use oneshot or twoshot, or let the call choose", fn);
   } else if (across_hosts) {
     return fail(symmarUnsupported, "%s: no fused %s form across hosts (symmarAllReduceAddRmsNorm runs the allreduce, "
                 "then the norm)", fn, symmarAlgoName(algo));

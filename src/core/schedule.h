@@ -188,6 +188,13 @@ SYMMAR_HD size_t fusedRowsPerChunk(size_t staging_bytes, size_t hidden, size_t e
   return row == 0 ? 0 : stagingHalfBytes(staging_bytes) / row;
 }
 
+/// Whether the fused call's lamport form can serve tokens rows of hidden elements of elem bytes:
+/// rows of whole vectors (a block pushes and finishes whole rows) and the call in one slot.
+SYMMAR_HD bool lamportFusedFits(size_t tokens, size_t hidden, size_t elem) {
+  const size_t row = hidden * elem;
+  return row != 0 && row % kVecBytes == 0 && tokens <= kLamportMaxBytes / row;
+}
+
 /// Byte offset of the flag of (block, slot) inside a rank's signal pad.
 SYMMAR_HD size_t flagOffset(int block, int slot) {
   return (static_cast<size_t>(block) * kBarrierSlots + static_cast<size_t>(slot)) * kFlagStride;

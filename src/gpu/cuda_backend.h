@@ -111,6 +111,8 @@ class CudaBackend : public Backend {
   LaunchContext launchContext() const;
   /// Launches kernel (programmatic dependent launch where enabled).
   symmarResult_t launch(const void* kernel, int grid, int threads, KernelArgs* args, cudaStream_t stream);
+  /// The fused call's lamport form (backend_fused.cc).
+  symmarResult_t lamportAddRmsNorm(const LaunchContext& lc, const AddRmsNormCall& call);
 
   BackendContext ctx_;
   const bool host_stage_;

@@ -205,11 +205,18 @@ void setNormArgs(const AddRmsNormCall& call, KernelArgs* a) {
 }  // namespace
 
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid) {
+  const bool lamport = form == symmarAlgoLamport;
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
-                                symmarAlgoTwoShot, callSignature(call, form));
-  a.send_offset = fusedInputOffset(ctx, call, form == symmarAlgoTwoShot);
-  inputOffsetBounds(ctx, call.tokens * call.hidden * symmarTypeSize(call.dtype), &a.input_lo, &a.input_span);
-  a.aligned = 0;
+                                lamport ? symmarAlgoLamport : symmarAlgoTwoShot, callSignature(call, form));
+  if (lamport) {
+    // Peers read nothing of this rank's: its rows are pushed. `aligned` tells how the input is read.
+    a.send_offset = kStagedInput;
+    a.aligned = reinterpret_cast<uintptr_t>(call.input) % sched::kVecBytes == 0;
+  } else {
+    a.send_offset = fusedInputOffset(ctx, call, form == symmarAlgoTwoShot);
+    inputOffsetBounds(ctx, call.tokens * call.hidden * symmarTypeSize(call.dtype), &a.input_lo, &a.input_span);
+    a.aligned = 0;
+  }
   setNormArgs(call, &a);
   // A block a row, up to the co-residency cap: a row is a block's unit of work (its statistic is a
   // block reduction), so a call's rows are finished side by side.
@@ -288,6 +295,7 @@ std::vector<KernelShape> everyKernel() {
       for (const AlgoKernel& k : kAlgoKernels) out.push_back({k.entry(dt, static_cast<symmarRedOp_t>(o)), k.threads});
     }
     for (bool two_shot : {false, true}) out.push_back({addRmsNormKernel(dt, two_shot), kThreads});
+    out.push_back({lamportAddRmsNormKernel(dt), kLamportThreads});
     out.push_back({addRmsNormRowsKernel(dt), kThreads});  // no peer: listed to be loaded at creation
     for (int o = 0; o < symmarNumOps; ++o) {
       out.push_back({reduceScatterKernel(dt, static_cast<symmarRedOp_t>(o)), kThreads});

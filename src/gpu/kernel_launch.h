@@ -79,8 +79,9 @@ KernelArgs makeScatterGatherArgs(const LaunchContext& ctx, const ScatterGatherCa
 const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarDataType_t dtype, symmarRedOp_t op,
                                   bool multicast);
 /// The fused allreduce + residual add + RMSNorm of call in `form` (one-shot or two-shot: the form
-/// that runs, fitAddRmsNormForm's). Peers read the input in place where fusedInputOffset allows,
-/// staged otherwise. *grid receives the blocks to launch: one per row, at most ctx.max_blocks.
+/// that runs, fitAddRmsNormForm's; or lamport, where sched::lamportFusedFits). Peers read the input
+/// in place where fusedInputOffset allows, staged otherwise (lamport pushes it). *grid receives
+/// the blocks to launch: one per row, at most ctx.max_blocks.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid);
 /// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
 /// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "core/schedule.h"
 #include "plan/algorithms.h"
 
 namespace symmar {
@@ -131,15 +132,23 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   // More rows than the fused kernel's blocks: its blocks run rows one after another, each a chain of
   // waits, and on a GPU it took 2.1-2.5x the unfused call at 64 tokens (docs/gpu-results.md).
   if (rows_cap != 0 && tokens > rows_cap) return symmarAlgoAuto;
+  const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * symmarTypeSize(dtype);
+  // The lamport form (GPU kernels only) where the first entry that holds the call names it.
+  const bool lamport = (available & algoBit(symmarAlgoLamport)) && topo.link != symmarLinkHostMemory &&
+                       sched::lamportFusedFits(tokens, hidden, symmarTypeSize(dtype));
+  for (int i = 0; lamport && i < fused_row.num_entries; ++i) {
+    if (bytes > fused_row.entries[i].max_bytes) continue;
+    if (fused_row.entries[i].algo == symmarAlgoLamport) return symmarAlgoLamport;
+    break;
+  }
   if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
   if (fused_row.num_entries > 0) {
-    const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * symmarTypeSize(dtype);
     bool held = false;
     for (int i = 0; i < fused_row.num_entries; ++i) {
       const TableEntry& e = fused_row.entries[i];
       if (bytes > e.max_bytes) continue;
       held = true;
-      if (available & algoBit(e.algo)) return e.algo;
+      if (e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) return e.algo;
     }
     // Past the last threshold the unfused calls serve. A held call whose one-shot entries are
     // disabled here takes the two-shot, which is available at this point.

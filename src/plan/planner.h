@@ -77,11 +77,12 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// The same with the available algorithms given (a comm's AvailableAlgos).
 symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
                                const Request& request, uint32_t available);
-/// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements. One-shot
-/// when tokens < world (a two-shot would leave some ranks without a row to finish). Else from the
-/// fused call's own row (fused_row, sized by tokens x hidden elements) where it has entries: the
-/// first available form whose threshold holds the call, and symmarAlgoAuto past the last
-/// threshold. A fused row without entries defers to the plain allreduce's row (allreduce_row):
+/// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements. Lamport
+/// where the first entry of the fused call's own row (fused_row, sized by tokens x hidden
+/// elements) that holds the call names it and the form can serve it (a GPU comm with peer access,
+/// sched::lamportFusedFits). Else one-shot when tokens < world (a two-shot would leave some ranks
+/// without a row to finish); else from fused_row where it has entries: the first available staged
+/// form whose threshold holds the call, and symmarAlgoAuto past the last threshold. A fused row without entries defers to the plain allreduce's row (allreduce_row):
 /// one-shot where it says one-shot or lamport for the same bytes, two-shot otherwise.
 /// symmarAlgoAuto also when the comm has neither form (no shared memory), or for more tokens than
 /// rows_cap (non-zero: the most rows the backend's fused kernels run a block each; past it rows

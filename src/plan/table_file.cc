@@ -1,6 +1,6 @@
 // JSON table files: {"rows": [{"arch": "sm120", "link": "pcie", "world": 4 or [2, 4], "hosts": 2 (optional),
 //   "collective": "reducescatter" (optional, allreduce by default; also "allgather", and "addrmsnorm" for
-//   the fused allreduce + residual add + RMSNorm, whose rows name only oneshot and twoshot),
+//   the fused allreduce + residual add + RMSNorm, whose rows name only lamport, oneshot and twoshot),
 //   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
 //   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
 #include <fcntl.h>
@@ -129,8 +129,9 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
     if (!parseAlgoName(name.c_str(), &algo) || algo == symmarAlgoAuto) {
       return r.bad(f + ".algo", "unknown algorithm \"" + name + "\"");
     }
-    if (row.coll == Collective::kAddRmsNorm && algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot) {
-      return r.bad(f + ".algo", "the fused forms are oneshot and twoshot, not \"" + name + "\"");
+    if (row.coll == Collective::kAddRmsNorm && algo != symmarAlgoOneShot && algo != symmarAlgoTwoShot &&
+        algo != symmarAlgoLamport) {
+      return r.bad(f + ".algo", "the fused forms are lamport, oneshot and twoshot, not \"" + name + "\"");
     }
     uint64_t max_bytes = 0;
     SYMMAR_CHECK(readBytes(r, e["max_bytes"], f + ".max_bytes", &max_bytes));

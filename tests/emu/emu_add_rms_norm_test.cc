@@ -1,5 +1,5 @@
-// The fused allreduce + residual add + RMSNorm kernels (cuda/add_rms_norm.cu) on the emulated
-// runtime: both forms, every dtype, decode and prefill-like shapes, worlds 2..8, with and without
+// The fused allreduce + residual add + RMSNorm kernels (cuda/add_rms_norm.cu,
+// cuda/lamport_add_rms_norm.cu) on the emulated runtime: every form, every dtype, decode and prefill-like shapes, worlds 2..8, with and without
 // residual, in place, FP8 output; against a float64 reference (tolerances per dtype) and bitwise
 // equal on every rank; and calls that change shape on one persistent state.
 #include <gtest/gtest.h>
@@ -24,7 +24,8 @@ struct NormCase {
   size_t tokens, hidden;
   symmarDataType_t dtype;
   int world;
-  bool two_shot, residual, in_place, fp8;
+  symmarAlgo_t form;  ///< one-shot, two-shot or lamport
+  bool residual, in_place, fp8;
   bool misaligned;  ///< odd ranks' buffers one element past a 16-byte boundary (FP8: one byte)
   bool symmetric;   ///< the inputs in the symmetric heap (peers read them in place where allowed)
 };
@@ -34,7 +35,7 @@ void PrintTo(const NormCase& c, std::ostream* os) { *os << c.tokens << "x" << c.
 std::string normName(const testing::TestParamInfo<NormCase>& info) {
   const NormCase& c = info.param;
   static const char* dt[] = {"f32", "f16", "bf16"};
-  return std::string(c.two_shot ? "twoshot_" : "oneshot_") + dt[c.dtype] + "_" + std::to_string(c.tokens) + "x" +
+  return std::string(symmarAlgoName(c.form)) + "_" + dt[c.dtype] + "_" + std::to_string(c.tokens) + "x" +
          std::to_string(c.hidden) + "_w" + std::to_string(c.world) + (c.residual ? "_res" : "") +
          (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "") + (c.symmetric ? "_sym" : "");
 }
@@ -87,7 +88,7 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
                         0.05f, 1e-6f, c.tokens, c.hidden, c.dtype};
     calls.push_back(call);
   }
-  ASSERT_TRUE(comm.runAddRmsNorm(calls, c.two_shot));
+  ASSERT_TRUE(comm.runAddRmsNorm(calls, c.form));
   for (int r = 0; r < c.world; ++r) ASSERT_EQ(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
   const char* r_out = static_cast<const char*>(calls[0].residual_out);
   const char* n_out = static_cast<const char*>(calls[0].norm_out);
@@ -125,16 +126,31 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
 std::vector<NormCase> normCases() {
   std::vector<NormCase> cases;
   int k = 0;
-  for (bool two : {false, true}) {
+  for (symmarAlgo_t form : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
     for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
       for (size_t tokens : {size_t(1), size_t(2), size_t(7), size_t(64)}) {
         for (size_t hidden : {size_t(7), size_t(128), size_t(4096)}) {
           if (tokens * hidden > 64 * 128 && tokens > 7) continue;  // keep the emulator's run short
           const bool misaligned = k % 5 == 3;
-          cases.push_back({tokens, hidden, dt, 2 + k % 7, two, k % 2 == 0, k % 3 == 1, k % 4 == 2, misaligned,
+          cases.push_back({tokens, hidden, dt, 2 + k % 7, form, k % 2 == 0, k % 3 == 1, k % 4 == 2, misaligned,
                            k % 2 == 1 && !misaligned});
           ++k;
         }
+      }
+    }
+  }
+  // Lamport: rows of whole vectors (hidden 128 and 4096 in every dtype; 8 and 24 in 16-bit ones),
+  // up to one slot (256 KiB: 32 x 4096 bf16 fills it); more rows than the 3 blocks, so blocks take
+  // several rows each.
+  for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+    for (size_t tokens : {size_t(1), size_t(3), size_t(7), size_t(32)}) {
+      for (size_t hidden : {size_t(8), size_t(128), size_t(4096)}) {
+        if (dt == symmarFloat32 && hidden == 8) continue;  // only 16-bit rows of 8 are whole vectors
+        if (tokens * hidden > 64 * 128 && tokens > 7 && !(dt == symmarBfloat16 && hidden == 4096)) continue;
+        const bool misaligned = k % 5 == 3;
+        cases.push_back({tokens, hidden, dt, 2 + k % 7, symmarAlgoLamport, k % 2 == 0, k % 3 == 1, k % 4 == 2,
+                         misaligned, k % 2 == 1 && !misaligned});
+        ++k;
       }
     }
   }
@@ -306,7 +322,7 @@ TEST(FusedNormChunks, ABlockHeldInOneChunkSeesNoRowOfTheNext) {
   g_progress = reinterpret_cast<const uint32_t*>(pad0 + gpu::padFlagOffset(1, 0, sched::kSlotStart));
   g_held_once = false;
   setAccessHook(holdUntilPeerStagedNextChunk);
-  const bool ran = comm.runAddRmsNorm(calls, true);
+  const bool ran = comm.runAddRmsNorm(calls, symmarAlgoTwoShot);
   setAccessHook(nullptr);
   ASSERT_TRUE(ran);
   ASSERT_TRUE(g_held_once.load()) << "block 2 of rank 0 never waited for rank 1";

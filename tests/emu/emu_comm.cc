@@ -110,10 +110,14 @@ Launch EmuComm::launchOf(int r, const EmuCall& call) const {
                 gpu::threadsFor(call.algo)};
 }
 
-Launch EmuComm::addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot) const {
+Launch EmuComm::addRmsNormLaunchOf(int r, const AddRmsNormCall& c, symmarAlgo_t form) const {
   int grid = 1;
-  const gpu::KernelArgs a =
-      gpu::makeAddRmsNormArgs(context(r), c, two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot, &grid);
+  const gpu::KernelArgs a = gpu::makeAddRmsNormArgs(context(r), c, form, &grid);
+  if (form == symmarAlgoLamport) {
+    if (!sched::lamportFusedFits(c.tokens, c.hidden, symmarTypeSize(c.dtype))) grid = 0;
+    return Launch{gpu::lamportAddRmsNormKernel(c.dtype), grid, a, nullptr, gpu::kLamportThreads};
+  }
+  const bool two_shot = form == symmarAlgoTwoShot;
   if (gpu::addRmsNormRowsPerChunk(context(r), c, two_shot) == 0) grid = 0;
   return Launch{gpu::addRmsNormKernel(c.dtype, two_shot), grid, a};
 }
@@ -130,10 +134,10 @@ bool EmuComm::run(const EmuCall& call, const std::vector<int>& launching) {
   return true;
 }
 
-bool EmuComm::runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot) {
+bool EmuComm::runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, symmarAlgo_t form) {
   std::vector<Launch> launches;
   for (int r = 0; r < o_.world; ++r) {
-    launches.push_back(addRmsNormLaunchOf(r, calls[static_cast<size_t>(r)], two_shot));
+    launches.push_back(addRmsNormLaunchOf(r, calls[static_cast<size_t>(r)], form));
     if (launches.back().blocks == 0) return false;
   }
   runConcurrently(launches);

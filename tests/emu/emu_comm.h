@@ -60,15 +60,16 @@ class EmuComm {
   bool run(const EmuCall& call, const std::vector<int>& launching = {});
   /// Rank r's launch of call (its KernelArgs as run() builds them), for launchOn.
   Launch launchOf(int r, const EmuCall& call) const;
-  /// Rank r's launch of the fused call c (form: one-shot or two-shot); blocks 0 when a row does not fit.
-  Launch addRmsNormLaunchOf(int r, const AddRmsNormCall& c, bool two_shot) const;
+  /// Rank r's launch of the fused call c in `form` (one-shot, two-shot or lamport), as the CUDA
+  /// backend builds it; blocks 0 when the call does not fit the form.
+  Launch addRmsNormLaunchOf(int r, const AddRmsNormCall& c, symmarAlgo_t form) const;
   /// Runs rank r's launch on rank r's own lane and returns when its kernel has finished, as a
   /// stream would: called from a thread per rank, ranks run their calls back to back, each at its
   /// own pace, with no join between calls.
   void launchOn(int r, const Launch& launch) const { runOnLane(r, launch); }
-  /// Runs the fused allreduce + residual add + RMSNorm, calls[r] being rank r's; false when a row
-  /// does not fit the staging buffer.
-  bool runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, bool two_shot);
+  /// Runs the fused allreduce + residual add + RMSNorm in `form`, calls[r] being rank r's; false
+  /// when the call does not fit the form (a row too large for the staging buffer or a lamport slot).
+  bool runAddRmsNorm(const std::vector<AddRmsNormCall>& calls, symmarAlgo_t form);
   /// Runs the co-scheduling probe kernel on the ranks in `launching` (all when empty), all at once
   /// or (sequential) one rank after another; returns each launched rank's two result words.
   std::vector<std::array<long long, 2>> probe(const std::vector<int>& launching, bool sequential);

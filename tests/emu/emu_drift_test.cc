@@ -1,7 +1,8 @@
 // Ranks that drift apart: each emulated rank runs its own queue of calls back to back on a lane of
 // its own (as a stream does), with random pauses of its own between calls and no join between
 // calls, so a rank may be a call or more ahead of another. Mixed lamport, one-shot, two-shot,
-// multimem and fused calls with grids that change from call to call; every rank refills its
+// multimem and fused calls (every form, inputs private or in the symmetric heap) with grids that
+// change from call to call; every rank refills its
 // buffers as soon as its kernel has ended (what a stream may do), every output is checked against
 // a float64 reference and bitwise across ranks. This is what exercises the done flags, lamport's
 // three-buffer rotation against barrier kernels, and staging reused across calls.
@@ -24,7 +25,8 @@ namespace symmar {
 namespace emu {
 namespace {
 
-enum class Kind { kLamport, kOneShot, kTwoShot, kMultimem, kFusedOneShot, kFusedTwoShot };
+enum class Kind { kLamport, kOneShot, kTwoShot, kMultimem, kFusedOneShot, kFusedTwoShot, kFusedLamport };
+constexpr int kKinds = 7;
 
 /// One call of the sequence every rank makes (the same on every rank).
 struct DriftCall {
@@ -48,19 +50,19 @@ std::vector<DriftCall> makeSequence(uint32_t seed, int calls) {
   std::vector<DriftCall> seq;
   for (int k = 0; k < calls; ++k) {
     DriftCall c{};
-    c.kind = static_cast<Kind>(pick(6));
+    c.kind = static_cast<Kind>(pick(kKinds));
     c.dtype = static_cast<symmarDataType_t>(pick(3));
     c.op = static_cast<symmarRedOp_t>(pick(symmarNumOps));
     c.count = counts[pick(7)];
     c.symmetric = pick(2) == 0;
     c.in_place = pick(3) == 0;
     if (c.kind == Kind::kMultimem && c.dtype == symmarFloat32 && c.op != symmarSum) c.op = symmarSum;
-    if (c.kind == Kind::kFusedOneShot || c.kind == Kind::kFusedTwoShot) {
+    if (c.kind == Kind::kFusedOneShot || c.kind == Kind::kFusedTwoShot || c.kind == Kind::kFusedLamport) {
       c.op = symmarSum;
-      c.hidden = hiddens[pick(4)];
+      // Lamport takes rows of whole vectors only (128 and 1000 elements are, in every dtype).
+      c.hidden = c.kind == Kind::kFusedLamport ? hiddens[2 + pick(2)] : hiddens[pick(4)];
       c.count = c.hidden * static_cast<size_t>(1 + pick(4));
       c.fp8 = pick(2) == 0;
-      c.symmetric = false;
     }
     seq.push_back(c);
   }
@@ -143,7 +145,7 @@ class DriftRank {
           break;
         }
       }
-      if (c.kind == Kind::kFusedOneShot || c.kind == Kind::kFusedTwoShot) {
+      if (c.kind == Kind::kFusedOneShot || c.kind == Kind::kFusedTwoShot || c.kind == Kind::kFusedLamport) {
         fused(c, n);
       } else {
         allReduce(c, n);
@@ -208,17 +210,22 @@ class DriftRank {
 
   void fused(const DriftCall& c, int n) {
     const size_t h = c.hidden, tokens = c.count / h;
+    // A symmetric input is read in place by the staged forms where the outputs allow it.
+    char* input = c.symmetric ? b_.sym : b_.send.data();
     for (size_t i = 0; i < c.count; ++i) {
-      storeAs(c.dtype, b_.send.data(), i, fusedInput(rank_, i, n));
+      storeAs(c.dtype, input, i, fusedInput(rank_, i, n));
       storeAs(c.dtype, b_.residual.data(), i, fusedResidual(i, n));
     }
     for (size_t i = 0; i < h; ++i) storeAs(c.dtype, b_.gamma.data(), i, 0.5 + static_cast<double>(i % 7) / 8.0);
-    void* res_out = c.in_place ? b_.send.data() : b_.recv.data();
-    AddRmsNormCall call{b_.send.data(), b_.residual.data(), res_out, b_.norm.data(), b_.gamma.data(),
+    void* res_out = c.in_place ? input : b_.recv.data();
+    AddRmsNormCall call{input, b_.residual.data(), res_out, b_.norm.data(), b_.gamma.data(),
                         c.fp8 ? b_.fp8.data() : nullptr, 0.05f, 1e-6f, tokens, h, c.dtype};
-    const Launch l = comm_.addRmsNormLaunchOf(rank_, call, c.kind == Kind::kFusedTwoShot);
+    const symmarAlgo_t form = c.kind == Kind::kFusedTwoShot ? symmarAlgoTwoShot
+                              : c.kind == Kind::kFusedLamport ? symmarAlgoLamport
+                                                              : symmarAlgoOneShot;
+    const Launch l = comm_.addRmsNormLaunchOf(rank_, call, form);
     if (l.blocks == 0) {
-      error_ = "call " + std::to_string(n) + ": a row does not fit the staging buffer";
+      error_ = "call " + std::to_string(n) + ": the call does not fit its fused form";
       return;
     }
     comm_.launchOn(rank_, l);

@@ -123,7 +123,7 @@ TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
     calls.push_back(AddRmsNormCall{in[r].data(), nullptr, res[r].data(), norm[r].data(), gamma.data(), q[r].data(),
                                    1.0f, 1e-6f, tokens, hidden, symmarBfloat16});
   }
-  ASSERT_TRUE(comm.runAddRmsNorm(calls, true));
+  ASSERT_TRUE(comm.runAddRmsNorm(calls, symmarAlgoTwoShot));
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
     for (size_t i = 0; i < n; ++i) {

@@ -283,6 +283,42 @@ TEST(LamportFailure, TheFusedCallsAllReduceDoesNotPairWithAPlainOne) {
               comm.status(1)[gpu::kStatusReason] == gpu::kReasonCallMismatch);
 }
 
+// The fused call's lamport form pairs only with the same fused call: rank 0 runs it (4 x 128 f32)
+// while rank 1 runs a plain lamport allreduce of the same 512 elements, or the fused lamport form of
+// another shape with the same elements (2 x 256). The slots fill alike; only the header tells the
+// calls apart, and both ranks must fail.
+TEST(LamportFailure, AFusedLamportCallPairsOnlyWithTheSameFusedCall) {
+  constexpr size_t kCount = 512;
+  for (bool peer_fused : {false, true}) {
+    EmuOptions o;
+    o.world = 2;
+    o.timeout_ms = 300;
+    o.multicast = false;
+    EmuComm comm(o);
+    std::vector<std::vector<float>> in(2, std::vector<float>(kCount, 1.0f)), out = in, norm = in;
+    const std::vector<float> gamma(256, 1.0f);
+    std::vector<Launch> launches;
+    for (int r = 0; r < 2; ++r) {
+      const size_t hidden = r == 0 ? 128 : 256;
+      const AddRmsNormCall fused{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                                 1.0f, 1e-6f, kCount / hidden, hidden, symmarFloat32};
+      if (r == 0 || peer_fused) {
+        launches.push_back(comm.addRmsNormLaunchOf(r, fused, symmarAlgoLamport));
+      } else {
+        EmuCall plain{symmarAlgoLamport, symmarFloat32, symmarSum, kCount, {nullptr, in[1].data()}, {nullptr, out[1].data()}};
+        launches.push_back(comm.launchOf(r, plain));
+      }
+      ASSERT_GT(launches.back().blocks, 0);
+    }
+    runConcurrently(launches);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r << " paired (peer fused: " << peer_fused << ")";
+    }
+    EXPECT_TRUE(comm.status(0)[gpu::kStatusReason] == gpu::kReasonCallMismatch ||
+                comm.status(1)[gpu::kStatusReason] == gpu::kReasonCallMismatch);
+  }
+}
+
 // Programmatic dependent launch: the kernels start while "the previous grid" still writes their
 // input, and must wait for it before reading any. Inputs are written late, then the gate opens; a
 // read before the wait would see the stale bytes (a wrong sum, and a race ThreadSanitizer reports).

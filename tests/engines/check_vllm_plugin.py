@@ -1,9 +1,10 @@
-"""The vLLM plugin in the engine: vllm_tp2.py with SYMMAR_VLLM=0 and =1, in eager mode (bfloat16)
-and in vLLM's default compiled mode (float32, where a random model's near-ties in bfloat16 can
-tip a greedy choice on the compiled graph's own fusions), each pair from a fresh compile cache.
-The greedy ids must be equal with the plugin on and off, the plugin must have served the
-tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce
-the workers made (vLLM's own path none).
+"""The vLLM plugin in the engine: vllm_tp2.py in vLLM's default compiled mode (float32, where a
+random model's near-ties in bfloat16 can tip a greedy choice on the compiled graph's own fusions)
+with SYMMAR_VLLM=0 and =1, each from a fresh compile cache; and in eager mode (bfloat16) with the
+plugin on, the prompts run on vLLM's own path and then on symmar's in one engine (--ab: one engine
+start fewer). The greedy ids must be equal on both paths, the plugin must have served the
+tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce the
+workers made after the switch (vLLM's own path none).
 
     python check_vllm_plugin.py WORK_DIR
 """
@@ -19,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run(work, mode, plugin):
     env = dict(os.environ, SYMMAR_VLLM=plugin, VLLM_CACHE_ROOT=os.path.join(work, "cache-" + mode + plugin))
     cmd = [sys.executable, os.path.join(HERE, "vllm_tp2.py"), os.path.join(work, "model")]
-    cmd += ["--eager", "--dtype", "bfloat16"] if mode == "eager" else ["--dtype", "float32"]
+    cmd += ["--eager", "--dtype", "bfloat16", "--ab"] if mode == "eager" else ["--dtype", "float32"]
     # Into a file, not a pipe: vLLM's worker processes inherit the output and may outlive the
     # script's own exit by a moment, and a pipe would be waited on until they let go of it.
     log = os.path.join(work, "%s-%s.log" % (mode, plugin))
@@ -47,7 +48,11 @@ def main():
     work = sys.argv[1]
     failures = []
     for mode in ("eager", "compiled"):
-        off, on = run(work, mode, "0"), run(work, mode, "1")
+        if mode == "eager":
+            on = run(work, mode, "1")
+            off = {"tokens": on["tokens_off"]}
+        else:
+            off, on = run(work, mode, "0"), run(work, mode, "1")
         print("%s: off %s\n%s: on  %s" % (mode, off["tokens"], mode, on["tokens"]))
         if off["tokens"] != on["tokens"]:
             failures.append("%s: greedy ids differ with the plugin on" % mode)

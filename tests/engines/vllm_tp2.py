@@ -1,10 +1,13 @@
 """vLLM on CPU at tensor-parallel size 2 with and without the symmar plugin: greedy token ids of a
 tiny random Llama-style model made here (no hub, no tokenizer), as JSON on the last line of stdout.
 
-    python vllm_tp2.py MODEL_DIR [--eager] [--dtype bfloat16|float32] [--tokens N]
+    python vllm_tp2.py MODEL_DIR [--eager] [--dtype bfloat16|float32] [--tokens N] [--ab]
 
 The caller sets SYMMAR_VLLM (0 or 1) and runs it once each way; with the plugin on, the JSON also
-holds the plugin's record from a worker (which path served the tensor-parallel group). Makes the
+holds the plugin's record from each worker (which path served the tensor-parallel group, and the
+calls each path took). --ab (plugin on, eager only) runs the prompts twice in one engine: first on
+vLLM's own path (the plugin's switch_path(False) on every worker), its ids as "tokens_off", then on
+symmar's, its ids as "tokens" and the calls counted from the switch. Makes the
 model at MODEL_DIR first when it is not there. vLLM must be importable, and symmar's entry point
 registered (pip install of the wheel, or tests/engines/run_vllm_check.sh's dist-info).
 """
@@ -32,13 +35,24 @@ def plugin_record(_self=None):
     return {"served": dict(plugin.served), "calls": dict(plugin.calls)}
 
 
+def take_path(_self=None, take_symmar=True):
+    """Runs in a worker: sends its allreduces to symmar or to vLLM's own path, its call counts reset."""
+    from symmar.integrations import vllm as plugin
+    plugin.switch_path(take_symmar)
+    for who in plugin.calls:
+        plugin.calls[who] = 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
     parser.add_argument("--eager", action="store_true")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--ab", action="store_true")
     args = parser.parse_args()
+    if args.ab and (os.environ.get("SYMMAR_VLLM") != "1" or not args.eager):
+        raise SystemExit("--ab needs SYMMAR_VLLM=1 and --eager (a compiled graph keeps the path it traced)")
     if not os.path.exists(os.path.join(args.model, "config.json")):
         make_model(args.model)
     # collective_rpc below sends a function to the workers (this script's own, run locally).
@@ -49,8 +63,13 @@ def main():
               skip_tokenizer_init=True, max_model_len=256, max_num_seqs=4, seed=0)
     prompts = [TokensPrompt(prompt_token_ids=[(7 * i + 3 * j) % 1000 + 1 for j in range(8 + i)]) for i in range(4)]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, detokenize=False)
+    result = {}
+    if args.ab:
+        llm.collective_rpc(take_path, kwargs={"take_symmar": False})
+        result["tokens_off"] = [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params)]
+        llm.collective_rpc(take_path, kwargs={"take_symmar": True})
     outputs = llm.generate(prompts, params)
-    result = {"tokens": [list(o.outputs[0].token_ids) for o in outputs]}
+    result["tokens"] = [list(o.outputs[0].token_ids) for o in outputs]
     if os.environ.get("SYMMAR_VLLM") == "1":
         result["plugin"] = llm.collective_rpc(plugin_record)
     print(json.dumps(result))

@@ -3,7 +3,8 @@
 // every chunk to block r % grid on every rank) exists for. 8 ranks on one GPU (a grid of 8 blocks
 // with PDL: 132 multiprocessors / (2 x 8)), a 64 KiB staging buffer (halves of 32 KiB: 16 rows of
 // 2 KiB a chunk), 45 tokens (chunks of 16, 16 and 13 rows); each form with and without FP8 output,
-// against a float64 reference. Inputs are small integers, so the sums are exact.
+// against a float64 reference. Inputs are small integers, so the sums are exact. And the lamport
+// form with several rows a block.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,6 +141,18 @@ TEST(GpuFused, SymmetricInputsAreReadInPlace) {
   for (bool fp8 : {false, true}) {
     expectManyRowsAPerBlock(w, symmarAlgoOneShot, 512, fp8, true);
     expectManyRowsAPerBlock(w, symmarAlgoTwoShot, 512, fp8, true);
+  }
+}
+
+// The lamport form (no barrier): 45 rows of 2 KiB (90 KiB, one lamport slot) on 8 blocks, so a
+// block pushes and finishes several rows; four calls in a row, so the three lamport buffers rotate
+// past their first reuse (each call clears the buffer its previous call read).
+TEST(GpuFused, LamportFormSeveralRowsABlock) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w(std::vector<int>(kWorld, 0), 30000, size_t(64) << 10);
+  ASSERT_TRUE(w.ok()) << w.error();
+  for (bool symmetric : {false, true}) {
+    for (bool fp8 : {false, true}) expectManyRowsAPerBlock(w, symmarAlgoLamport, 512, fp8, symmetric);
   }
 }
 

@@ -89,6 +89,10 @@ TEST(AddRmsNormArgs, BadArgumentsAreRefusedAndNothingIsWritten) {
   refused(a, "negative eps");
   EXPECT_EQ(symmarAllReduceAddRmsNorm(nullptr, comm, nullptr), symmarInvalidArgument);
   EXPECT_EQ(symmarAllReduceAddRmsNormAlgo(&good, symmarAlgoMultimem, comm, nullptr), symmarInvalidArgument);
+  // The lamport form is the GPU kernels': a host comm names why it refuses it.
+  EXPECT_EQ(symmarAllReduceAddRmsNormAlgo(&good, symmarAlgoLamport, comm, nullptr), symmarUnsupported);
+  EXPECT_NE(std::string(symmarGetLastError(comm)).find("runs on GPU comms only"), std::string::npos)
+      << symmarGetLastError(comm);
   // And the good call works: one rank, x = 1 everywhere: residual 1, norm 1/sqrt(1 + eps).
   ASSERT_EQ(symmarAllReduceAddRmsNorm(&good, comm, nullptr), symmarSuccess) << symmarGetLastError(comm);
   EXPECT_EQ(out[5], 1.0f);

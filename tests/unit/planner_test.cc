@@ -411,6 +411,43 @@ TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
   reloadPlanEnv();
 }
 
+// A fused row that names lamport first: the lamport form where it holds the call, can serve it
+// (a GPU link with peer access, rows of whole 16-byte vectors, at most 256 KiB) and is not
+// disabled; the next entry that holds the call otherwise. Also with fewer tokens than ranks.
+TEST(FusedForm, ARowNamingLamportGivesItWhereTheFormServes) {
+  TableRow allreduce;
+  allreduce.num_entries = 1;
+  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  TableRow fused;
+  fused.coll = Collective::kAddRmsNorm;
+  fused.num_entries = 2;
+  fused.entries[0] = {symmarAlgoLamport, 64 * 1024};
+  fused.entries[1] = {symmarAlgoOneShot, 256 * 1024};
+  const symmarTopology_t nvl = topo(9, 0, symmarLinkNvLink, 8, 0);
+  // hidden 4096 bf16: 8 KiB a row, a whole number of vectors.
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 1, 4096, symmarBfloat16), symmarAlgoLamport) << "1 token";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 8, 4096, symmarBfloat16), symmarAlgoLamport) << "64 KiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 9, 4096, symmarBfloat16), symmarAlgoOneShot) << "72 KiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 2, 4095, symmarBfloat16), symmarAlgoOneShot)
+      << "rows not of whole vectors";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(9, 0, symmarLinkPcieNoP2P, 2, 0), 0, 1, 4096, symmarBfloat16),
+            symmarAlgoOneShot)
+      << "no peer access";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(0, 0, symmarLinkHostMemory, 2, 0), 0, 1, 4096, symmarBfloat16),
+            symmarAlgoOneShot)
+      << "the host backend has no lamport form of the fused call";
+  setenv("SYMMAR_DISABLE", "lamport", 1);
+  reloadPlanEnv();
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 1, 4096, symmarBfloat16), symmarAlgoOneShot) << "disabled";
+  unsetenv("SYMMAR_DISABLE");
+  reloadPlanEnv();
+  // Lamport beyond 256 KiB is never chosen, whatever the row says: the staged form that follows.
+  fused.entries[0] = {symmarAlgoLamport, 1024 * 1024};
+  fused.entries[1] = {symmarAlgoTwoShot, 2 * 1024 * 1024};
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 32, 4096, symmarBfloat16), symmarAlgoLamport) << "256 KiB";
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 33, 4096, symmarBfloat16), symmarAlgoTwoShot) << "264 KiB";
+}
+
 // Without a row of its own the fused call follows the allreduce's row for the same bytes.
 TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);

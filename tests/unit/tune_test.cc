@@ -144,6 +144,33 @@ TEST(Tune, TheFusedRowEndsWhereTheUnfusedPathWins) {
   EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 128, 4096, symmarBfloat16), symmarAlgoAuto);
 }
 
+// The lamport form where it was measured and won (the smallest sizes; 0: not measured past its
+// slot), written into the row and planned from the file: hidden 4096 bf16, 8 ranks on NVLink.
+TEST(Tune, TheFusedRowNamesLamportWhereItWon) {
+  const std::vector<FusedMeasurement> m = {{1 << 13, 9.0, 12.0, 14.0, 6.0},
+                                           {1 << 15, 10.0, 12.5, 15.0, 7.5},
+                                           {1 << 17, 12.0, 13.0, 17.0, 12.4},  // within 5%: lamport keeps it
+                                           {1 << 18, 13.0, 14.0, 18.0, 15.0},
+                                           {1 << 19, 20.0, 18.0, 24.0}};
+  const std::vector<Entry> entries = tuneFusedRow(m, 0.05);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].algo, symmarAlgoLamport);
+  EXPECT_EQ(entries[0].max_bytes, uint64_t(1) << 17);
+  EXPECT_EQ(entries[1].algo, symmarAlgoOneShot);
+  EXPECT_EQ(entries[1].max_bytes, uint64_t(1) << 18);
+  EXPECT_EQ(entries[2].algo, symmarAlgoTwoShot);
+  symmar::Tables tables = symmar::Tables::builtin();
+  ASSERT_EQ(tables.loadJson(tableFileJson("sm90", "nvlink", 8, entries, "synthetic", 1, "addrmsnorm"), "t.json"),
+            symmarSuccess);
+  const symmar::TableRow* fused = tables.resolve(9, 0, symmarLinkNvLink, 8, 1, symmar::Collective::kAddRmsNorm);
+  const symmarTopology_t topo{9, 0, symmarLinkNvLink, 8, 0};
+  const symmar::TableRow& allreduce = *tables.resolve(9, 0, symmarLinkNvLink, 8);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 1, 4096, symmarBfloat16), symmarAlgoLamport);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 16, 4096, symmarBfloat16), symmarAlgoLamport);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 17, 4096, symmarBfloat16), symmarAlgoOneShot);
+  EXPECT_EQ(symmar::planAddRmsNorm(allreduce, *fused, topo, 0, 64, 4096, symmarBfloat16), symmarAlgoTwoShot);
+}
+
 // Losing from the smallest size: a row that holds no call (an empty row would defer to the
 // allreduce's row, which runs a fused form).
 TEST(Tune, AFusedCallThatAlwaysLosesGetsARowOfOneByte) {

@@ -1,0 +1,117 @@
+// Row pieces of the fused residual add + RMSNorm shared by its kernels (add_rms_norm.cu's staged
+// forms and the unfused rows, lamport_add_rms_norm.cu's lamport form): a row's sum stored and
+// squared vector by vector, its statistic as a block reduction in a fixed tree order (so every rank
+// that finishes a row from the same values computes the same bits), and the norm pass.
+#pragma once
+#include <stdint.h>
+#include <cuda_fp8.h>
+
+#include "cuda/common.cuh"
+
+namespace symmar {
+namespace gpu {
+
+/// Block-shared storage of a kernel that finishes rows with Threads threads a block.
+template <int Threads = kThreads>
+struct NormShared {
+  BlockShared sh;
+  float partial[Threads];
+};
+
+__device__ __forceinline__ unsigned char toE4m3(float f) {
+  return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+}
+
+/// 1 / RMS of a row from each thread's sum of squares: a block reduction in a fixed tree order.
+template <int Threads>
+__device__ __forceinline__ float rowInvRms(NormShared<Threads>* ns, float ss, size_t h, float eps) {
+  ns->partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = Threads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) ns->partial[threadIdx.x] += ns->partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = 1.0f / sqrtf(ns->partial[0] / static_cast<float>(h) + eps);
+  __syncthreads();  // partial[0] read by every thread before the next row reuses it
+  return inv;
+}
+
+/// Whether rows are whole 16-byte vectors: then every staged row is vector-aligned, and a thread
+/// takes whole vectors. It depends on the call alone, so every rank sums a row's squares in the
+/// same order (the alignment of a rank's own buffers only picks how they are accessed).
+template <typename T>
+__device__ __forceinline__ bool vectorRows(size_t h) {
+  return h % Vec<T>::kElems == 0;
+}
+__device__ __forceinline__ bool vecAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % sched::kVecBytes == 0;
+}
+
+/// E FP8 bytes stored at once where p allows (E = elements of a vector: 8 or 4).
+template <int E>
+union Fp8Pack;
+template <>
+union Fp8Pack<8> {
+  uint2 w;
+  unsigned char b[8];
+};
+template <>
+union Fp8Pack<4> {
+  uint32_t w;
+  unsigned char b[4];
+};
+
+/// The end of one vector of a row's sum: residual_in added where given (res_in), rounded to the
+/// dtype once, stored to residual_out, and its squares (of the stored values) added to *ss.
+template <typename T>
+__device__ __forceinline__ void storeSumVec(VecAcc<T, symmarSum>* acc, const typename T::Bits* res_in, bool in_al,
+                                            typename T::Bits* res_out, bool out_al, float* ss) {
+  if (res_in) acc->add(loadUser<T>(res_in, in_al));
+  const Vec<T> stored = acc->result();
+  storeUser<T>(res_out, stored, out_al);
+#pragma unroll
+  for (int e = 0; e < Vec<T>::kElems; ++e) {
+    const float r = T::toFloat(stored.e[e]);
+    *ss += r * r;
+  }
+}
+
+/// The norm pass of row `row` (whole vectors), once its sums are in residual_out and inv is known:
+/// norm_out = residual_out * inv * gamma, and its FP8 form where asked. Each thread reads back the
+/// vectors it stored in the sum pass (the same stride, Threads).
+template <typename T, int Threads>
+__device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, float inv) {
+  using Bits = typename T::Bits;
+  constexpr int E = Vec<T>::kElems;
+  const size_t h = a.hidden, vecs = h / E;
+  const Bits* res_out = static_cast<const Bits*>(a.recv) + row * h;
+  const Bits* gamma = static_cast<const Bits*>(a.gamma);
+  Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
+  unsigned char* fp8 = a.fp8_out ? a.fp8_out + row * h : nullptr;
+  const bool out_al = vecAligned(a.recv), gamma_al = vecAligned(a.gamma), norm_al = vecAligned(a.norm_out);
+  const bool fp8_al = reinterpret_cast<uintptr_t>(a.fp8_out) % E == 0;
+  for (size_t v = threadIdx.x; v < vecs; v += Threads) {
+    const size_t i = v * E;
+    const Vec<T> r = loadUser<T>(res_out + i, out_al);
+    const Vec<T> g = loadUser<T>(gamma + i, gamma_al);
+    Vec<T> n;
+    Fp8Pack<E> q;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float y = T::toFloat(r.e[e]) * inv * T::toFloat(g.e[e]);
+      n.e[e] = T::fromFloat(y);
+      if (fp8) q.b[e] = toE4m3(y / a.fp8_scale);
+    }
+    storeUser<T>(norm + i, n, norm_al);
+    if (!fp8) continue;
+    if (fp8_al) {
+      *reinterpret_cast<decltype(q.w)*>(fp8 + i) = q.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) fp8[i + e] = q.b[e];
+    }
+  }
+}
+
+}  // namespace gpu
+}  // namespace symmar
