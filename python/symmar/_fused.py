@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - numpy is a dependency
     _np = None
 
 FUSED_DTYPES = tuple(DTYPES[n] for n in ("float32", "float16", "bfloat16"))
-FUSED_ALGOS = {n: ALGOS[n] for n in ("auto", "oneshot", "twoshot")}
+FUSED_ALGOS = {n: ALGOS[n] for n in ("auto", "oneshot", "twoshot", "lamport")}
 _TORCH_BYTE_NAMES = ("uint8", "float8_e4m3fn")
 
 
@@ -85,13 +85,14 @@ def all_reduce_add_rms_norm(self, x, gamma, eps=1e-6, residual=None, residual_ou
     residual_out may be x or residual (in place), norm_out may be x or residual but not
     residual_out. fp8_scale > 0 asks for the FP8 output (fp8_out: None for a new uint8 array/tensor
     like x, or a uint8 / torch.float8_e4m3fn buffer of x's shape): codes rounded to nearest even,
-    saturated at +-448. algo: "auto", "oneshot" or "twoshot". stream: as in all_reduce.
+    saturated at +-448. algo: "auto", "oneshot", "twoshot" or "lamport" (GPU comms with peer access,
+    rows of whole 16-byte vectors, at most 256 KiB a call). stream: as in all_reduce.
 
     Returns (residual_out, norm_out), or (residual_out, norm_out, fp8) with fp8_scale.
     """
     algov = name_arg(algo, ALGOS, "algo")
     if algov not in FUSED_ALGOS.values():
-        raise ValueError("the fused call runs algo 'auto', 'oneshot' or 'twoshot', not %r" % algo)
+        raise ValueError("the fused call runs algo 'auto', 'oneshot', 'twoshot' or 'lamport', not %r" % algo)
     eps = _float_arg(eps, "eps")
     if not (eps >= 0 and math.isfinite(eps)):
         raise ValueError("eps must be finite and >= 0, got %r" % eps)

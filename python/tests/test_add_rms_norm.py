@@ -259,7 +259,7 @@ def test_bad_arguments_are_refused_before_the_call():
         (ValueError, dict(x=x, gamma=g, fp8_out=np.zeros((4, 8), np.uint8))),        # fp8_out without scale
         (ValueError, dict(x=x, gamma=g, fp8_scale=1.0, fp8_out=np.zeros((4, 8), np.int8))),
         (ValueError, dict(x=x, gamma=g, fp8_scale=1.0, fp8_out=np.zeros((4, 9), np.uint8))),
-        (ValueError, dict(x=x, gamma=g, algo="lamport")),
+        (ValueError, dict(x=x, gamma=g, algo="multimem")),
         (ValueError, dict(x=x[:, ::2], gamma=np.ones(4, np.float32))),               # strided
         (ValueError, dict(x=np.ones((4, 0), np.float32), gamma=np.ones(0, np.float32))),  # hidden 0
         (TypeError, dict(x=x, gamma=[1.0] * 8 + [object()])),
@@ -278,5 +278,9 @@ def test_bad_arguments_are_refused_before_the_call():
         with pytest.raises(symmar.SymmarError) as info:
             comm.all_reduce_add_rms_norm(big[:4], g, norm_out=big[1:])
         assert info.value.name == "symmarInvalidArgument" and not big[4].any()
+        # The lamport form is the GPU kernels': a host comm refuses it, naming why.
+        with pytest.raises(symmar.SymmarError, match="GPU comms only") as info:
+            comm.all_reduce_add_rms_norm(x, g, residual_out=out, algo="lamport")
+        assert info.value.name == "symmarUnsupported" and (out == 7).all()
     finally:
         comm.close()
