@@ -6,8 +6,9 @@ tiny random Llama-style model made here (no hub, no tokenizer), as JSON on the l
 The caller sets SYMMAR_VLLM (0 or 1) and runs it once each way; with the plugin on, the JSON also
 holds the plugin's record from each worker (which path served the tensor-parallel group, and the
 calls each path took). --ab (plugin on, eager only) runs the prompts twice in one engine: first on
-vLLM's own path (the plugin's switch_path(False) on every worker), its ids as "tokens_off", then on
-symmar's, its ids as "tokens" and the calls counted from the switch. Makes the
+vLLM's own path (the plugin's switch_path(False) on every worker), its ids as "tokens_off" and each
+worker's calls by path as "calls_off", then on symmar's, its ids as "tokens" and the calls counted
+from the switch. Makes the
 model at MODEL_DIR first when it is not there. vLLM must be importable, and symmar's entry point
 registered (pip install of the wheel, or tests/engines/run_vllm_check.sh's dist-info).
 """
@@ -36,11 +37,14 @@ def plugin_record(_self=None):
 
 
 def take_path(_self=None, take_symmar=True):
-    """Runs in a worker: sends its allreduces to symmar or to vLLM's own path, its call counts reset."""
+    """Runs in a worker: sends its allreduces to symmar or to vLLM's own path; returns the calls
+    each path served since the last switch, and resets them."""
     from symmar.integrations import vllm as plugin
     plugin.switch_path(take_symmar)
+    served = dict(plugin.calls)
     for who in plugin.calls:
         plugin.calls[who] = 0
+    return served
 
 
 def main():
@@ -63,13 +67,15 @@ def main():
               skip_tokenizer_init=True, max_model_len=256, max_num_seqs=4, seed=0)
     prompts = [TokensPrompt(prompt_token_ids=[(7 * i + 3 * j) % 1000 + 1 for j in range(8 + i)]) for i in range(4)]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, detokenize=False)
-    result = {}
+    tokens_off = None
     if args.ab:
         llm.collective_rpc(take_path, kwargs={"take_symmar": False})
-        result["tokens_off"] = [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params)]
-        llm.collective_rpc(take_path, kwargs={"take_symmar": True})
+        tokens_off = [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params)]
+        calls_off = llm.collective_rpc(take_path, kwargs={"take_symmar": True})
     outputs = llm.generate(prompts, params)
-    result["tokens"] = [list(o.outputs[0].token_ids) for o in outputs]
+    result = {"tokens": [list(o.outputs[0].token_ids) for o in outputs]}  # first: the caller finds the line by it
+    if tokens_off is not None:
+        result["tokens_off"], result["calls_off"] = tokens_off, calls_off
     if os.environ.get("SYMMAR_VLLM") == "1":
         result["plugin"] = llm.collective_rpc(plugin_record)
     print(json.dumps(result))
