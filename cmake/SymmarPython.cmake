@@ -28,6 +28,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/python/_version.py DESTINATION . COMPO
 if(TARGET symmar_torch)
   set_target_properties(symmar_torch PROPERTIES INSTALL_RPATH "$ORIGIN")
   install(TARGETS symmar_torch LIBRARY DESTINATION . COMPONENT python)
+  install(FILES "${SYMMAR_TORCH_VERSION_FILE}" DESTINATION . COMPONENT python)
   list(APPEND _symmar_wheel_libs symmar_torch)
 endif()
 

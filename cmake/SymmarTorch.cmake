@@ -2,8 +2,9 @@
 # (python/csrc/torch_ops.cc). Built against the torch of the first Python that has it:
 # SYMMAR_TORCH_PYTHON, $SYMMAR_PYTHON, SYMMAR_VENV_PYTHON (the install step's venv), the Python that
 # runs the wheel build, python3. Without one (or with SYMMAR_WITH_TORCH=OFF) the ops keep their
-# Python kernels. The library is tied to the torch it was built against; symmar.ops falls back to
-# the Python kernels when it cannot load it.
+# Python kernels. The library is tied to the torch it was built against (named in
+# libsymmar_torch.torch-version beside it); symmar.ops falls back to the Python kernels under any
+# other torch, or when it cannot load it.
 set(SYMMAR_WITH_TORCH AUTO CACHE STRING "Build libsymmar_torch: AUTO (when a Python with torch is found), ON or OFF")
 set(SYMMAR_TORCH_PYTHON "" CACHE FILEPATH "Python whose torch libsymmar_torch is built against")
 if(SYMMAR_WITH_TORCH STREQUAL "OFF")
@@ -48,3 +49,8 @@ target_link_libraries(symmar_torch PRIVATE symmar "${_symmar_torch_dir}/lib/libc
 # Beside libsymmar, where symmar.ops looks for it (in the build tree and in the wheel).
 # torch 2.x headers need C++20.
 set_target_properties(symmar_torch PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/src" CXX_STANDARD 20)
+# The torch it was built against, beside it: torch's C++ ABI changes between releases, and a library
+# built for another torch may load and then corrupt memory, so symmar.ops loads it only under the
+# torch this file names.
+set(SYMMAR_TORCH_VERSION_FILE "${CMAKE_BINARY_DIR}/src/libsymmar_torch.torch-version")
+file(WRITE "${SYMMAR_TORCH_VERSION_FILE}" "${_symmar_torch_version}\n")

@@ -75,14 +75,32 @@ def comm_of(h):
     return comm
 
 
-def _load_compiled():
-    """libsymmar_torch from beside the loaded libsymmar, or None (not built, not wanted, or built
-    against another torch: then the Python kernels serve, and the reason is logged once)."""
+def _built_against(folder):
+    """The torch version libsymmar_torch in folder was built against (its .torch-version file beside
+    it), or None where the file is missing or unreadable."""
+    try:
+        with open(os.path.join(folder, "libsymmar_torch.torch-version")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _load_compiled(folder=None):
+    """libsymmar_torch from folder (default: beside the loaded libsymmar), or None (not built, not
+    wanted, or built against another torch: then the Python kernels serve, and the reason is logged
+    once). It is loaded only under the torch it was built against: torch's C++ ABI changes between
+    releases, and a library built for another one can load and then corrupt memory."""
     if os.environ.get("SYMMAR_TORCH_OPS", "compiled") == "python":
         return None
-    folder = os.path.dirname(L.library_path())
+    folder = os.path.dirname(L.library_path()) if folder is None else folder
     path = os.path.join(folder, "libsymmar_torch.so")
     if not folder or not os.path.exists(path):
+        return None
+    built = _built_against(folder)
+    if built != torch.__version__:
+        _log.warning("symmar: %s was built against torch %s, this process runs torch %s: torch.ops.symmar uses "
+                     "its Python kernels (rebuild symmar against this torch for the compiled ones)",
+                     path, built or "(unknown: no libsymmar_torch.torch-version beside it)", torch.__version__)
         return None
     try:
         torch.ops.load_library(path)  # registers the CPU and CUDA kernels of the two allreduce ops

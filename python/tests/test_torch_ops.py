@@ -246,6 +246,21 @@ def test_compiled_kernels_load_where_built():
     assert ops.compiled, "libsymmar_torch.so is beside libsymmar but symmar.ops did not load it"
 
 
+def test_compiled_kernels_built_against_another_torch_are_not_loaded(tmp_path, caplog):
+    # An empty file stands for the library: loading it would fail with another message, so the
+    # refusal below is made before any load (a library built for another torch may load, then
+    # corrupt memory).
+    (tmp_path / "libsymmar_torch.so").write_bytes(b"")
+    with caplog.at_level("WARNING", logger="symmar"):
+        assert ops._load_compiled(str(tmp_path)) is None
+    assert "no libsymmar_torch.torch-version" in caplog.text, caplog.text
+    caplog.clear()
+    (tmp_path / "libsymmar_torch.torch-version").write_text("0.0.1-another\n")
+    with caplog.at_level("WARNING", logger="symmar"):
+        assert ops._load_compiled(str(tmp_path)) is None
+    assert "built against torch 0.0.1-another, this process runs torch " + torch.__version__ in caplog.text
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32", "float64"])
 def test_every_dtype_and_op_at_two_ranks_against_float64(dtype):
     # Ranks as threads of this process: each call below blocks until its peer's, so a kernel that
