@@ -10,6 +10,8 @@ It gives, for each path:
   called back to back after a barrier of its group, at the message sizes a decode step of each
   batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower worker's median of 5
   blocks;
+- the per-call cost of the all_gather along the last dim that gathers the logits (vocabulary-
+  parallel), a [1, n] tensor per rank of 1 KiB to 256 KiB, measured the same way;
 - decode tokens/s per batch: batch x (N - 1) tokens over the time of a run of N tokens less a run
   of 1;
 - time in allreduce per decode step: each call of the communicator's all_reduce timed while the
@@ -65,20 +67,26 @@ def worker_start_timing(_self=None):
     return True
 
 
-def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200):
-    """us per call of this worker's tensor-parallel allreduce (the path switch_path chose), calls
-    back to back on zeros after a barrier of the group: the median of 5 blocks, by size."""
+def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op="all_reduce"):
+    """us per call of this worker's tensor-parallel allreduce, or (op "all_gather") its all_gather
+    along the last dim of a [1, n] tensor, as the logits are gathered (the path switch_path chose),
+    calls back to back on zeros after a barrier of the group: the median of 5 blocks, by size (of
+    this rank's tensor)."""
     import torch
     import torch.distributed as dist
     from vllm.distributed.parallel_state import get_tp_group
     group = get_tp_group()
     comm = group.device_communicator
-    call = type(comm)._bench_inner  # the plugin's patched all_reduce, without the timer above
+    if op == "all_gather":
+        def call(c, t):
+            return type(c).all_gather(c, t, -1)
+    else:
+        call = type(comm)._bench_inner  # the plugin's patched all_reduce, without the timer above
     dtype = getattr(torch, dtype_name)
     elem = torch.tensor([], dtype=dtype).element_size()
     cost = {}
     for size in sizes:
-        t = torch.zeros(max(1, size // elem), dtype=dtype)
+        t = torch.zeros((1, max(1, size // elem)), dtype=dtype)
         for _ in range(10):
             call(comm, t)
         blocks = []
@@ -170,6 +178,21 @@ def bench_dtype(args, dtype):
         v, s = costs[("vllm", size)], costs[("symmar", size)]
         print("# %s per call inside the workers, %7d bytes: us vllm %s, symmar %s (vllm/symmar x%.2f)"
               % (dtype, size, spread(v), spread(s), statistics.median(v) / statistics.median(s)), flush=True)
+    # The logits' all_gather along the last dim: a [1, vocab / 2] tensor per rank at batch 1.
+    gather_sizes = [1 << k for k in range(10, 19, 2)]
+    gathers = {}
+    for rnd in range(args.rounds):
+        for path in ("vllm", "symmar"):
+            llm.collective_rpc(worker_take, kwargs={"take_symmar": path == "symmar"})
+            got = llm.collective_rpc(worker_call_cost, kwargs={"sizes": gather_sizes, "dtype_name": dtype,
+                                                               "op": "all_gather"})
+            for size in gather_sizes:
+                gathers.setdefault((path, size), []).append(max(w[str(size)] for w in got))
+    for size in gather_sizes:
+        v, s = gathers[("vllm", size)], gathers[("symmar", size)]
+        print("# %s all_gather (last dim) per call inside the workers, %7d bytes a rank: us vllm %s, symmar %s "
+              "(vllm/symmar x%.2f)" % (dtype, size, spread(v), spread(s), statistics.median(v) / statistics.median(s)),
+              flush=True)
     calls = llm.collective_rpc(worker_take, kwargs={"take_symmar": True, "reset": False})
     return rows, calls
 

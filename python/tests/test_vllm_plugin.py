@@ -7,8 +7,9 @@ test_integrations.py; each collects its failures in a file.
 What must hold: off unless SYMMAR_VLLM=1 (the class untouched), SYMMAR_VLLM always entered into the
 compile cache key's variables, a tensor-parallel group served by symmar (the float64 reference's
 sums, in place, and the plugin's record of it), other groups and tensors symmar declines left to
-the engine's own all_reduce, the patched all_reduce traced by torch.compile(fullgraph=True), and
-loading twice patching once.
+the engine's own all_reduce, the patched all_reduce traced by torch.compile(fullgraph=True), the
+gathers and reduce-scatter along every dim served by symmar with vLLM's results, and loading twice
+patching once.
 """
 import os
 import sys
@@ -42,6 +43,28 @@ def _install_fake_vllm():
             type(self).own_calls += 1
             dist.all_reduce(input_, group=self.device_group)
             return input_
+
+        # The gathers as vLLM's CPU communicator defines them (signatures and results), counted in
+        # own_gathers; through gloo's all_gather.
+        own_gathers = 0
+
+        def _gathered(self, input_, dim):
+            type(self).own_gathers += 1
+            parts = [torch.empty_like(input_) for _ in range(dist.get_world_size(self.device_group))]
+            dist.all_gather(parts, input_.contiguous(), group=self.device_group)
+            return parts
+
+        def all_gather(self, input_, dim=-1):
+            return torch.cat(self._gathered(input_, dim), dim=dim)
+
+        def gather(self, input_, dst=0, dim=-1):
+            out = torch.cat(self._gathered(input_, dim), dim=dim)
+            return out if dist.get_rank(self.device_group) == dst else None
+
+        def reduce_scatter(self, input_, dim=-1):
+            total = torch.stack(self._gathered(input_, dim)).sum(0)
+            n = dist.get_world_size(self.device_group)
+            return total.chunk(n, dim=dim)[dist.get_rank(self.device_group)].contiguous()
 
     mods["vllm.distributed.device_communicators.cpu_communicator"].CpuCommunicator = CpuCommunicator
     sys.modules.update(mods)
@@ -78,6 +101,40 @@ def _check_out_of_place(plugin, rank, nranks):
     return failures
 
 
+def _check_gathers(tp, cls, plugin, rank, nranks):
+    """The patched all_gather, gather and reduce_scatter along every dim: symmar serves them (the
+    stand-in's own gathers not run), with the results vLLM's definitions give, worked out here from
+    the inputs every rank makes; a float64 tensor goes to the stand-in."""
+    failures = []
+
+    def made(r, dtype):  # rank r's input: [4, 6, 2], distinct small integers
+        return (torch.arange(48, dtype=torch.float64).reshape(4, 6, 2) * (r + 1) + 100 * r).to(dtype)
+    for dtype in (torch.float32, torch.bfloat16):
+        mine, every = made(rank, dtype), [made(r, torch.float64) for r in range(nranks)]
+        for dim in (0, 1, 2, -1):
+            before, served = cls.own_gathers, plugin.calls["symmar_gather"]
+            want = torch.cat(every, dim=dim)
+            got = tp.all_gather(mine, dim)
+            if got is None or not torch.equal(got.double(), want):
+                failures.append("all_gather %s dim %d: not the ranks' inputs in order" % (dtype, dim))
+            got = tp.gather(mine, 1, dim)
+            if (got is None) != (rank != 1) or (got is not None and not torch.equal(got.double(), want)):
+                failures.append("gather %s dim %d to rank 1: wrong on rank %d" % (dtype, dim, rank))
+            total = sum(every)
+            if total.shape[dim] % nranks == 0:
+                got = tp.reduce_scatter(mine, dim)
+                if not torch.equal(got.double(), total.chunk(nranks, dim=dim)[rank]):
+                    failures.append("reduce_scatter %s dim %d: not this rank's block of the sum" % (dtype, dim))
+            if cls.own_gathers != before or plugin.calls["symmar_gather"] <= served:
+                failures.append("%s dim %d: the stand-in served a gather symmar takes" % (dtype, dim))
+    before = cls.own_gathers
+    if not torch.equal(tp.all_gather(torch.ones(3, dtype=torch.float64), 0), torch.ones(3 * nranks, dtype=torch.float64)):
+        failures.append("a float64 all_gather: wrong result")
+    if cls.own_gathers != before + 1:
+        failures.append("a float64 all_gather did not go to the engine's own path")
+    return failures
+
+
 def _rank(rank, nranks, store, out_dir, on):
     failures = []
     try:
@@ -105,6 +162,7 @@ def _rank(rank, nranks, store, out_dir, on):
             if "tp:0" not in plugin.served or "symmar serves" not in plugin.served["tp:0"]:
                 failures.append("no record that symmar serves tp:0: %r" % plugin.served)
             failures += ["tp:0 " + f for f in check_served_group(tp, cls, rank, nranks, (torch.float32, torch.bfloat16))]
+            failures += _check_gathers(tp, cls, plugin, rank, nranks)
             failures += _check_out_of_place(plugin, rank, nranks)
             tp._symmar.close()
     except Exception as e:  # noqa: BLE001  recorded, so that the peers are not left waiting silently

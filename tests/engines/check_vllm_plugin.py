@@ -4,7 +4,8 @@ with SYMMAR_VLLM=0 and =1, each from a fresh compile cache; and in eager mode (b
 plugin on, the prompts run on vLLM's own path and then on symmar's in one engine (--ab: one engine
 start fewer). The greedy ids must be equal on both paths, the plugin must have served the
 tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce the
-workers made after the switch (vLLM's own path none), and vLLM's path every one before it.
+workers made after the switch (vLLM's own path none), and vLLM's path every one before it; in both
+modes symmar must have served every all_gather (the logits', along the last dim).
 
     python check_vllm_plugin.py WORK_DIR
 """
@@ -62,8 +63,12 @@ def main():
             failures.append("%s: the plugin did not serve tp:0 on both workers" % mode)
         if mode == "eager" and any(r["calls"]["symmar"] == 0 or r["calls"]["vllm"] != 0 for r in records):
             failures.append("eager: symmar did not serve every allreduce: %s" % [r["calls"] for r in records])
-        if mode == "eager" and any(c["vllm"] == 0 or c["symmar"] != 0 for c in on["calls_off"]):
+        if mode == "eager" and any(c["vllm"] == 0 or c["symmar"] != 0 or c["symmar_gather"] != 0
+                                   for c in on["calls_off"]):
             failures.append("eager: vLLM's own path did not serve the first run: %s" % on["calls_off"])
+        # The logits' all_gather (along the last dim) runs in Python in both modes.
+        if any(r["calls"]["symmar_gather"] == 0 or r["calls"]["vllm_gather"] != 0 for r in records):
+            failures.append("%s: symmar did not serve every gather: %s" % (mode, [r["calls"] for r in records]))
     if failures:
         raise SystemExit("\n".join(failures))
     print("vLLM plugin: greedy ids equal with and without symmar, eager and compiled")

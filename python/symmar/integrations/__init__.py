@@ -264,24 +264,52 @@ class SymmarCommunicator:
         residual_out, normed = self.comm.all_reduce_add_rms_norm(inp, weight, eps=eps, residual=residual)
         return normed, residual_out
 
-    def reduce_scatter(self, inp, out=None):
-        """This rank's block of the sum over the group of inp, split along dim 0 into world_size
-        blocks (the engines' reduce_scatter at dim 0), in out or a new tensor. None when declined:
-        disabled, not a dense float32/float16/bfloat16 tensor on the comm's device, a first
-        dimension that does not split into world_size blocks, over max_bytes, or a GPU comm (no
-        symmar kernel has these collectives yet: NCCL serves them, as the engine's own path does)."""
-        if not self._takes_gather(inp, inp.numel() if isinstance(inp, torch.Tensor) else 0):
+    def reduce_scatter(self, inp, out=None, dim=0):
+        """This rank's block of the sum over the group of inp, split along dim into world_size
+        blocks (the engines' reduce_scatter(input, dim)), in out (dim 0 only) or a new contiguous
+        tensor. None when declined (takes_reduce_scatter). Along another dim the input is reduced
+        with that dim moved first, then moved back."""
+        if not self.takes_reduce_scatter(inp, dim) or (out is not None and dim % inp.dim() != 0):
             return None
-        if inp.dim() < 1 or inp.shape[0] % self.world_size:
-            return None
-        return self.comm.reduce_scatter(inp, out=out)
+        dim %= inp.dim()
+        if dim == 0:
+            return self.comm.reduce_scatter(inp, out=out)
+        return self.comm.reduce_scatter(inp.movedim(dim, 0).contiguous()).movedim(0, dim).contiguous()
 
-    def all_gather(self, inp, out=None):
-        """Every rank's inp as blocks along dim 0 (the engines' all_gather at dim 0), in out or a new
-        tensor; None when declined, as reduce_scatter (max_bytes bounds the gathered tensor)."""
-        if not self._takes_gather(inp, inp.numel() * self.world_size if isinstance(inp, torch.Tensor) else 0):
+    def takes_reduce_scatter(self, inp, dim=0):
+        """Whether reduce_scatter(inp, dim=dim) runs through symmar: as takes_all_gather, and dim's
+        size splits into world_size blocks."""
+        if not isinstance(inp, torch.Tensor) or not -inp.dim() <= dim < inp.dim():
+            return False
+        return inp.shape[dim] % self.world_size == 0 and self._takes_gather(inp, inp.numel())
+
+    def all_gather(self, inp, out=None, dim=0):
+        """Every rank's inp concatenated in rank order along dim (the engines' all_gather(input,
+        dim); dim 0: blocks one after another), in out (dim 0 only) or a new contiguous tensor;
+        None when declined (takes_all_gather). Along another dim the input is gathered with that
+        dim moved first, then moved back: one collective, as vLLM's own CPU path does it."""
+        if not self.takes_all_gather(inp, dim) or (out is not None and dim % inp.dim() != 0):
             return None
-        return self.comm.all_gather(inp, out=out)
+        dim %= inp.dim()
+        if dim == 0:
+            return self.comm.all_gather(inp, out=out)
+        return self.comm.all_gather(inp.movedim(dim, 0).contiguous()).movedim(0, dim).contiguous()
+
+    def takes_all_gather(self, inp, dim=0):
+        """Whether all_gather(inp, dim=dim) runs through symmar: enabled on a host comm (no symmar
+        GPU kernel has the gathers yet: NCCL serves them, as the engine's own path does), a dense
+        float32/float16/bfloat16 tensor on the comm's device with dim in range, the gathered
+        tensor within max_bytes. The same answer on every rank for the same shape."""
+        if not isinstance(inp, torch.Tensor) or not -inp.dim() <= dim < inp.dim():
+            return False
+        return self._takes_gather(inp, inp.numel() * self.world_size)
+
+    def gather(self, inp, dst=0, dim=0):
+        """Every rank's inp concatenated along dim on rank dst (the engines' gather(input, dst,
+        dim)), None on the other ranks; call it only where takes_all_gather(inp, dim) holds (every
+        rank takes part: an all-gather whose result only dst keeps)."""
+        out = self.all_gather(inp, dim=dim)
+        return out if self.rank == dst else None
 
     def _takes_gather(self, inp, gathered_numel):
         if self.disabled or not isinstance(inp, torch.Tensor) or not self.comm._host:

@@ -8,8 +8,10 @@ When on, each tensor-parallel group's CpuCommunicator (and, in a process that se
 CudaCommunicator) gets a SymmarCommunicator over the group's CPU (gloo) group for the group's
 device; its all_reduce takes what symmar's plan takes (through torch.ops.symmar, so vLLM's
 compiled graphs trace it: in place on CPUs, as vLLM's CPU allreduce is, into a new tensor on GPUs,
-as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces) and
-leaves everything else, and every other collective, to vLLM's own path. Creation is agreed over the group, so all ranks of a
+as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces); the CPU
+communicator's all_gather, gather and reduce_scatter (along any dim: the logits' gather is along the
+last) go through symmar where it takes them too. Everything else, and every other collective, stays on
+vLLM's own path. Creation is agreed over the group, so all ranks of a
 group take symmar or none does. One line per group says which path serves it and why, through the
 `vllm.symmar` logger, which vLLM's logging configuration shows.
 
@@ -31,10 +33,11 @@ _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "Cp
 
 # What the plugin did in this process, for tests and for users asking why: group name -> the
 # line it logged; and the allreduce calls of the patched communicators by who served them ("symmar",
-# "vllm"), as the method counts them when it runs in Python (eager mode; what a compiled graph
-# keeps of the count is torch.compile's business).
+# "vllm"), and their all_gather, gather and reduce_scatter calls ("symmar_gather", "vllm_gather"), as the methods
+# count them when they run in Python (eager mode; what a compiled graph keeps of the count is
+# torch.compile's business).
 served = {}
-calls = {"symmar": 0, "vllm": 0}
+calls = {"symmar": 0, "vllm": 0, "symmar_gather": 0, "vllm_gather": 0}
 # Whether the patched communicators take symmar's path (switch_path): on once SYMMAR_VLLM=1.
 _taking = [True]
 
@@ -105,7 +108,45 @@ def _patch(cls, in_place):
 
     cls.__init__ = __init__
     cls.all_reduce = patched_all_reduce
+    if in_place:
+        _patch_gathers(cls)
     cls._symmar_patched = True
+
+
+def _patch_gathers(cls):
+    """Wraps the CPU communicator's all_gather(input_, dim), gather(input_, dst, dim) and
+    reduce_scatter(input_, dim): symmar where it takes the tensor (the same answer on every rank),
+    vLLM's own path otherwise."""
+    all_gather, gather, reduce_scatter = cls.all_gather, cls.gather, cls.reduce_scatter
+
+    def taken(self, takes, input_, dim):
+        comm = getattr(self, "_symmar", None)
+        if comm is not None and _taking[0] and takes(comm, input_, dim):
+            _count("symmar_gather")
+            return comm
+        _count("vllm_gather")
+        return None
+
+    from . import SymmarCommunicator as C
+
+    @functools.wraps(all_gather)
+    def patched_all_gather(self, input_, dim=-1):
+        comm = taken(self, C.takes_all_gather, input_, dim)
+        return comm.all_gather(input_, dim=dim) if comm is not None else all_gather(self, input_, dim)
+
+    @functools.wraps(gather)
+    def patched_gather(self, input_, dst=0, dim=-1):
+        comm = taken(self, C.takes_all_gather, input_, dim)
+        return comm.gather(input_, dst, dim) if comm is not None else gather(self, input_, dst, dim)
+
+    @functools.wraps(reduce_scatter)
+    def patched_reduce_scatter(self, input_, dim=-1):
+        comm = taken(self, C.takes_reduce_scatter, input_, dim)
+        return comm.reduce_scatter(input_, dim=dim) if comm is not None else reduce_scatter(self, input_, dim)
+
+    cls.all_gather = patched_all_gather
+    cls.gather = patched_gather
+    cls.reduce_scatter = patched_reduce_scatter
 
 
 def switch_path(take_symmar):
