@@ -106,6 +106,7 @@ def _check_gathers(tp, cls, plugin, rank, nranks):
     stand-in's own gathers not run), with the results vLLM's definitions give, worked out here from
     the inputs every rank makes; a float64 tensor goes to the stand-in."""
     failures = []
+    plugin.gather_min_bytes = 0  # these tensors are small: symmar takes them all
 
     def made(r, dtype):  # rank r's input: [4, 6, 2], distinct small integers
         return (torch.arange(48, dtype=torch.float64).reshape(4, 6, 2) * (r + 1) + 100 * r).to(dtype)
@@ -132,6 +133,16 @@ def _check_gathers(tp, cls, plugin, rank, nranks):
         failures.append("a float64 all_gather: wrong result")
     if cls.own_gathers != before + 1:
         failures.append("a float64 all_gather did not go to the engine's own path")
+    plugin.gather_min_bytes = 1024  # a 1 KiB tensor is taken, one element less is not
+    for count, own in ((256, 0), (255, 1)):
+        before = cls.own_gathers
+        got = tp.all_gather(torch.full((1, count), float(rank)), -1)
+        if not torch.equal(got, torch.cat([torch.full((1, count), float(r)) for r in range(nranks)], -1)):
+            failures.append("all_gather of %d float32 under gather_min_bytes 1024: wrong result" % count)
+        if cls.own_gathers != before + own:
+            failures.append("all_gather of %d float32: %s path under gather_min_bytes 1024"
+                            % (count, "symmar's" if own else "the engine's"))
+    plugin.gather_min_bytes = 64 << 10
     return failures
 
 

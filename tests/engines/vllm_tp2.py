@@ -36,6 +36,13 @@ def plugin_record(_self=None):
     return {"served": dict(plugin.served), "calls": dict(plugin.calls)}
 
 
+def gather_everything(_self=None):
+    """Runs in a worker: the plugin's gathers take every size (this model's logits, 2-8 KiB a rank,
+    are under gather_min_bytes, where vLLM's own gather is faster), so the check covers them."""
+    from symmar.integrations import vllm as plugin
+    plugin.gather_min_bytes = 0
+
+
 def take_path(_self=None, take_symmar=True):
     """Runs in a worker: sends its allreduces to symmar or to vLLM's own path; returns the calls
     each path served since the last switch, and resets them."""
@@ -67,6 +74,8 @@ def main():
               skip_tokenizer_init=True, max_model_len=256, max_num_seqs=4, seed=0)
     prompts = [TokensPrompt(prompt_token_ids=[(7 * i + 3 * j) % 1000 + 1 for j in range(8 + i)]) for i in range(4)]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, detokenize=False)
+    if os.environ.get("SYMMAR_VLLM") == "1":
+        llm.collective_rpc(gather_everything)
     tokens_off = None
     if args.ab:
         llm.collective_rpc(take_path, kwargs={"take_symmar": False})

@@ -285,15 +285,21 @@ class SymmarCommunicator:
 
     def all_gather(self, inp, out=None, dim=0):
         """Every rank's inp concatenated in rank order along dim (the engines' all_gather(input,
-        dim); dim 0: blocks one after another), in out (dim 0 only) or a new contiguous tensor;
-        None when declined (takes_all_gather). Along another dim the input is gathered with that
-        dim moved first, then moved back: one collective, as vLLM's own CPU path does it."""
+        dim); dim 0: blocks one after another), in out (dim 0 only) or a new tensor;
+        None when declined (takes_all_gather). Along another dim the ranks' blocks are gathered
+        along dim 0, then put side by side along dim: one copy at most, none where the dims before
+        dim are all of size 1 (the logits of one token), as vLLM's own CPU path does it."""
         if not self.takes_all_gather(inp, dim) or (out is not None and dim % inp.dim() != 0):
             return None
         dim %= inp.dim()
+        gathered = self.comm.all_gather(inp, out=out)
         if dim == 0:
-            return self.comm.all_gather(inp, out=out)
-        return self.comm.all_gather(inp.movedim(dim, 0).contiguous()).movedim(0, dim).contiguous()
+            return gathered
+        shape = tuple(inp.shape)
+        joined = shape[:dim] + (self.world_size * shape[dim],) + shape[dim + 1:]
+        if all(n == 1 for n in shape[:dim]):  # the blocks already lie side by side: a view (each view op costs)
+            return gathered.view(joined)
+        return gathered.view((self.world_size,) + shape).movedim(0, dim).reshape(joined)
 
     def takes_all_gather(self, inp, dim=0):
         """Whether all_gather(inp, dim=dim) runs through symmar: enabled on a host comm (no symmar

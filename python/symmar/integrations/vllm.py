@@ -10,7 +10,7 @@ device; its all_reduce takes what symmar's plan takes (through torch.ops.symmar,
 compiled graphs trace it: in place on CPUs, as vLLM's CPU allreduce is, into a new tensor on GPUs,
 as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces); the CPU
 communicator's all_gather, gather and reduce_scatter (along any dim: the logits' gather is along the
-last) go through symmar where it takes them too. Everything else, and every other collective, stays on
+last) go through symmar where it takes them too, from gather_min_bytes a rank. Everything else, and every other collective, stays on
 vLLM's own path. Creation is agreed over the group, so all ranks of a
 group take symmar or none does. One line per group says which path serves it and why, through the
 `vllm.symmar` logger, which vLLM's logging configuration shows.
@@ -38,6 +38,13 @@ _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "Cp
 # torch.compile's business).
 served = {}
 calls = {"symmar": 0, "vllm": 0, "symmar_gather": 0, "vllm_gather": 0}
+# The smallest gather or reduce-scatter (bytes of a rank's tensor) sent to symmar. Below it the
+# binding's Python path (about 17 us a call in vLLM's venv on CPUs, where the allreduce has a
+# compiled op) costs more than vLLM's own shared-memory gather: measured in vLLM 0.32 on CPU, 2
+# ranks, the logits' all_gather was 0.79-0.89x at 1-16 KiB a rank, 0.87-1.02x at 64 KiB and
+# 1.20-1.29x at 256 KiB (docs/performance/engines-vllm.md). Logits of one token at a vocabulary
+# of 32k or more are past it. The same on every rank (it reads the tensor's shape and dtype).
+gather_min_bytes = 64 << 10
 # Whether the patched communicators take symmar's path (switch_path): on once SYMMAR_VLLM=1.
 _taking = [True]
 
@@ -121,7 +128,8 @@ def _patch_gathers(cls):
 
     def taken(self, takes, input_, dim):
         comm = getattr(self, "_symmar", None)
-        if comm is not None and _taking[0] and takes(comm, input_, dim):
+        if (comm is not None and _taking[0] and takes(comm, input_, dim)
+                and input_.numel() * input_.element_size() >= gather_min_bytes):
             _count("symmar_gather")
             return comm
         _count("vllm_gather")
