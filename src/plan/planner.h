@@ -82,8 +82,9 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// elements) that holds the call names it and the form can serve it (a GPU comm with peer access,
 /// sched::lamportFusedFits). Else one-shot when tokens < world (a two-shot would leave some ranks
 /// without a row to finish); else from fused_row where it has entries: the first available staged
-/// form whose threshold holds the call, and symmarAlgoAuto past the last threshold. A fused row without entries defers to the plain allreduce's row (allreduce_row):
-/// one-shot where it says one-shot or lamport for the same bytes, two-shot otherwise.
+/// form whose threshold holds the call, and symmarAlgoAuto past the last threshold. A fused row
+/// without entries defers to the plain allreduce's row (allreduce_row): one-shot where it says
+/// one-shot or lamport for the same bytes, two-shot otherwise.
 /// symmarAlgoAuto also when the comm has neither form (no shared memory), or for more tokens than
 /// rows_cap (non-zero: the most rows the backend's fused kernels run a block each; past it rows
 /// queue in a block and the unfused call is faster whatever the row says): the caller then runs
