@@ -129,7 +129,8 @@ def _check_gathers(tp, cls, plugin, rank, nranks):
             if cls.own_gathers != before or plugin.calls["symmar_gather"] <= served:
                 failures.append("%s dim %d: the stand-in served a gather symmar takes" % (dtype, dim))
     before = cls.own_gathers
-    if not torch.equal(tp.all_gather(torch.ones(3, dtype=torch.float64), 0), torch.ones(3 * nranks, dtype=torch.float64)):
+    got = tp.all_gather(torch.ones(3, dtype=torch.float64), 0)
+    if not torch.equal(got, torch.ones(3 * nranks, dtype=torch.float64)):
         failures.append("a float64 all_gather: wrong result")
     if cls.own_gathers != before + 1:
         failures.append("a float64 all_gather did not go to the engine's own path")

@@ -297,7 +297,7 @@ class SymmarCommunicator:
             return gathered
         shape = tuple(inp.shape)
         joined = shape[:dim] + (self.world_size * shape[dim],) + shape[dim + 1:]
-        if all(n == 1 for n in shape[:dim]):  # the blocks already lie side by side: a view (each view op costs)
+        if all(n == 1 for n in shape[:dim]):  # the blocks already lie side by side: one view op
             return gathered.view(joined)
         return gathered.view((self.world_size,) + shape).movedim(0, dim).reshape(joined)
 

@@ -10,9 +10,9 @@ device; its all_reduce takes what symmar's plan takes (through torch.ops.symmar,
 compiled graphs trace it: in place on CPUs, as vLLM's CPU allreduce is, into a new tensor on GPUs,
 as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces); the CPU
 communicator's all_gather, gather and reduce_scatter (along any dim: the logits' gather is along the
-last) go through symmar where it takes them too, from gather_min_bytes a rank. Everything else, and every other collective, stays on
-vLLM's own path. Creation is agreed over the group, so all ranks of a
-group take symmar or none does. One line per group says which path serves it and why, through the
+last) go through symmar where it takes them too, from gather_min_bytes a rank. Everything else,
+and every other collective, stays on vLLM's own path. Creation is agreed over the group, so all
+ranks of a group take symmar or none does. One line per group says which path serves it and why, through the
 `vllm.symmar` logger, which vLLM's logging configuration shows.
 
 vLLM's compile cache key hashes vLLM's own environment variables; the plugin adds SYMMAR_VLLM to
@@ -33,9 +33,9 @@ _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "Cp
 
 # What the plugin did in this process, for tests and for users asking why: group name -> the
 # line it logged; and the allreduce calls of the patched communicators by who served them ("symmar",
-# "vllm"), and their all_gather, gather and reduce_scatter calls ("symmar_gather", "vllm_gather"), as the methods
-# count them when they run in Python (eager mode; what a compiled graph keeps of the count is
-# torch.compile's business).
+# "vllm"), and their all_gather, gather and reduce_scatter calls ("symmar_gather", "vllm_gather"),
+# as the methods count them when they run in Python (eager mode; what a compiled graph keeps of the
+# count is torch.compile's business).
 served = {}
 calls = {"symmar": 0, "vllm": 0, "symmar_gather": 0, "vllm_gather": 0}
 # The smallest gather or reduce-scatter (bytes of a rank's tensor) sent to symmar. Below it the
