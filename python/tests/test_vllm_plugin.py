@@ -106,6 +106,7 @@ def _check_gathers(tp, cls, plugin, rank, nranks):
     stand-in's own gathers not run), with the results vLLM's definitions give, worked out here from
     the inputs every rank makes; a float64 tensor goes to the stand-in."""
     failures = []
+    default_min = plugin.gather_min_bytes
     plugin.gather_min_bytes = 0  # these tensors are small: symmar takes them all
 
     def made(r, dtype):  # rank r's input: [4, 6, 2], distinct small integers
@@ -143,7 +144,7 @@ def _check_gathers(tp, cls, plugin, rank, nranks):
         if cls.own_gathers != before + own:
             failures.append("all_gather of %d float32: %s path under gather_min_bytes 1024"
                             % (count, "symmar's" if own else "the engine's"))
-    plugin.gather_min_bytes = 64 << 10
+    plugin.gather_min_bytes = default_min
     return failures
 
 

@@ -41,10 +41,11 @@ calls = {"symmar": 0, "vllm": 0, "symmar_gather": 0, "vllm_gather": 0}
 # The smallest gather or reduce-scatter (bytes of a rank's tensor) sent to symmar. Below it the
 # binding's Python path (about 17 us a call in vLLM's venv on CPUs, where the allreduce has a
 # compiled op) costs more than vLLM's own shared-memory gather: measured in vLLM 0.32 on CPU, 2
-# ranks, the logits' all_gather was 0.79-0.89x at 1-16 KiB a rank, 0.87-1.02x at 64 KiB and
-# 1.20-1.29x at 256 KiB (docs/performance/engines-vllm.md). Logits of one token at a vocabulary
-# of 32k or more are past it. The same on every rank (it reads the tensor's shape and dtype).
-gather_min_bytes = 64 << 10
+# ranks, two runs, the logits' all_gather was 0.68-0.90x at 1-16 KiB a rank, 0.87-0.88x (bf16) and
+# 1.02-1.24x (float32) at 64 KiB, and 1.20-1.29x at 256 KiB (docs/performance/engines-vllm.md).
+# Float32 logits of one token at a vocabulary of 64k or more are past it. The same on every rank
+# (it reads the tensor's shape and dtype).
+gather_min_bytes = 128 << 10
 # Whether the patched communicators take symmar's path (switch_path): on once SYMMAR_VLLM=1.
 _taking = [True]
 
