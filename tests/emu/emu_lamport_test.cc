@@ -207,10 +207,68 @@ TEST(LamportFailure, ARankThatNeverWritesTimesOutTheOthers) {
   }
 }
 
+// One fused lamport call (2 rows of 128 float32, no residual, gamma 1) on every rank, inputs
+// varied by rank and n: "" when every rank succeeded with the exact sums, else what went wrong.
+std::string fusedLamportCall(EmuComm& comm, int n) {
+  constexpr size_t kTokens = 2, kHidden = 128, kCount = kTokens * kHidden;
+  const int world = comm.world();
+  std::vector<std::vector<float>> in(world, std::vector<float>(kCount)), out = in, norm = in;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  std::vector<Launch> launches;
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>((r * 7 + static_cast<int>(i) + n) % 13) - 6;
+    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
+    launches.push_back(comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport));
+  }
+  runConcurrently(launches);
+  for (int r = 0; r < world; ++r) {
+    if (comm.status(r)[gpu::kStatusCode] != 0) return "rank " + std::to_string(r) + " failed";
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      for (int q = 0; q < world; ++q) want += in[q][i];
+      if (out[r][i] != want) return "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
+    }
+  }
+  return "";
+}
+
+// The fused lamport form when rank 2 never launches: ranks 0 and 1 time out naming it; then, the
+// failure being sticky, a replay on every rank writes NaN over residual_out and norm_out.
+TEST(LamportFailure, AFusedCallWhoseRankNeverWritesTimesOutThenPoisonsItsOutputs) {
+  EmuOptions o;
+  o.world = 3;
+  o.timeout_ms = 300;
+  o.multicast = false;
+  EmuComm comm(o);
+  constexpr size_t kTokens = 3, kHidden = 64, kCount = kTokens * kHidden;
+  std::vector<std::vector<float>> in(3, std::vector<float>(kCount, 1.0f)), out(3, std::vector<float>(kCount, 5.0f)),
+      norm = out;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  auto launch = [&](int r) {
+    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
+    return comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport);
+  };
+  runConcurrently({launch(0), launch(1)});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(comm.status(r)[gpu::kStatusCode], symmarTimeout) << "rank " << r;
+    EXPECT_EQ(comm.status(r)[gpu::kStatusPeer], 2) << "rank " << r << " names the rank that never wrote";
+  }
+  runConcurrently({launch(0), launch(1), launch(2)});
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(comm.status(r)[gpu::kStatusCode], 0) << "rank " << r;
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_TRUE(std::isnan(out[r][i]) && std::isnan(norm[r][i])) << "rank " << r << " element " << i;
+    }
+  }
+}
+
 // The call number that the header carries is 32 bits and wraps; the buffer ring must not follow it
 // (2^32 is no multiple of 3: call 2^32-1 and the wrapped call 0 would share a buffer, and the
 // latter would sum the former's uncleared vectors). Every rank starts 4 calls before the wrap;
-// every call has different data, and barrier calls come in between.
+// every call has different data, barrier calls come in between, and fused lamport calls (which
+// share the ring and the numbering) take every fifth turn.
 TEST(LamportProtocol, CallNumberWrapsPastTwoToThe32) {
   EmuOptions o;
   o.world = 3;
@@ -221,6 +279,11 @@ TEST(LamportProtocol, CallNumberWrapsPastTwoToThe32) {
   CallRunner run(comm);
   int lamport = 0;
   for (int n = 0; n < 12; ++n) {
+    if (n % 5 == 1) {
+      ASSERT_EQ(fusedLamportCall(comm, n), "") << "call " << n << " (fused)";
+      ++lamport;
+      continue;
+    }
     const symmarAlgo_t algo = n % 4 == 3 ? symmarAlgoTwoShot : symmarAlgoLamport;
     ASSERT_EQ(run.call(algo, symmarFloat32, symmarSum, n % 2 ? 1000 : 37, false, n), "") << "call " << n;
     lamport += algo == symmarAlgoLamport;
