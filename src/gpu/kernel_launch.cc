@@ -209,8 +209,8 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   KernelArgs a = makeKernelArgs(ctx, call.input, call.residual_out, call.tokens * call.hidden, call.dtype,
                                 lamport ? symmarAlgoLamport : symmarAlgoTwoShot, callSignature(call, form));
   if (lamport) {
-    // Peers read nothing of this rank's: its rows are pushed. `aligned` tells how the input is read.
-    a.send_offset = kStagedInput;
+    // Peers read nothing of this rank's (makeKernelArgs left send_offset staged: its rows are
+    // pushed). `aligned` tells how the input is read; the outputs' alignment is the norm code's.
     a.aligned = reinterpret_cast<uintptr_t>(call.input) % sched::kVecBytes == 0;
   } else {
     a.send_offset = fusedInputOffset(ctx, call, form == symmarAlgoTwoShot);

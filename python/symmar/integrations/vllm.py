@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 
+from . import SymmarCommunicator
 from ._plugin import group_communicator, switched_on
 
 _log = logging.getLogger("vllm.symmar")
@@ -136,21 +137,19 @@ def _patch_gathers(cls):
         _count("vllm_gather")
         return None
 
-    from . import SymmarCommunicator as C
-
     @functools.wraps(all_gather)
     def patched_all_gather(self, input_, dim=-1):
-        comm = taken(self, C.takes_all_gather, input_, dim)
+        comm = taken(self, SymmarCommunicator.takes_all_gather, input_, dim)
         return comm.all_gather(input_, dim=dim) if comm is not None else all_gather(self, input_, dim)
 
     @functools.wraps(gather)
     def patched_gather(self, input_, dst=0, dim=-1):
-        comm = taken(self, C.takes_all_gather, input_, dim)
+        comm = taken(self, SymmarCommunicator.takes_all_gather, input_, dim)
         return comm.gather(input_, dst, dim) if comm is not None else gather(self, input_, dst, dim)
 
     @functools.wraps(reduce_scatter)
     def patched_reduce_scatter(self, input_, dim=-1):
-        comm = taken(self, C.takes_reduce_scatter, input_, dim)
+        comm = taken(self, SymmarCommunicator.takes_reduce_scatter, input_, dim)
         return comm.reduce_scatter(input_, dim=dim) if comm is not None else reduce_scatter(self, input_, dim)
 
     cls.all_gather = patched_all_gather
