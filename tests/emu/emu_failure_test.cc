@@ -100,6 +100,38 @@ TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
   EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 completed a call rank 0 had failed";
 }
 
+// The same for the fused lamport form: rank 1 is held before it pushes its rows; rank 0 pushes its
+// own, times out waiting for rank 1's and ends, and its stream reuses its input. Released, rank 1
+// finds rank 0's rows whole in its buffer: it must fail the call, not finish the rows.
+TEST(LateRank, FusedLamportFailsTheCallItsPeerTimedOutOf) {
+  EmuOptions o;
+  o.world = 2;
+  o.blocks = 1;
+  o.multicast = false;
+  EmuComm comm(o);
+  constexpr size_t kTokens = 2, kHidden = 128, kCount = kTokens * kHidden;
+  std::vector<std::vector<float>> in(2, std::vector<float>(kCount, 1.0f)), out = in, norm = in;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  std::vector<Launch> l;
+  for (int r = 0; r < 2; ++r) {
+    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
+    l.push_back(comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport));
+  }
+  l[0].args.timeout_ns = 100 * 1000000ll;
+  // Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.
+  const char* slot = comm.base(0) + comm.context(0).layout.lamport_off + sched::lamportSlotOffset(0, 1, 2);
+  holdAt(slot, sched::kLamportSlotBytes);
+  std::thread rank1([&] { comm.launchOn(1, l[1]); });
+  comm.launchOn(0, l[0]);
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's rows";
+  for (float& x : in[0]) x = 1e6f;  // rank 0's stream reuses its input
+  g_released.store(true, std::memory_order_release);
+  rank1.join();
+  setAccessHook(nullptr);
+  EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 completed a fused call rank 0 had failed";
+}
+
 // After a failure, a fused call (as a replayed graph would make it) writes NaN over all three of
 // its outputs on every rank: residual and norm (bf16 0x7fc0) and the FP8 output (E4M3 0x7f).
 TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
