@@ -1,11 +1,13 @@
-// libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_ and all_reduce.
+// libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_, all_reduce, all_gather
+// and reduce_scatter.
 //
 // The ops' schemas, their fake implementations and their Python kernels live in symmar/ops.py.
-// When this library loads, it takes the CPU and CUDA kernels of the two allreduce ops: a dense
-// tensor of a symmar dtype on the comm's own device, reduced with sum/max/min, goes straight to
-// symmarAllReduce on torch's current stream, without entering Python. That is the path of every
-// call an engine makes in its decode loop, and the dispatcher into a Python kernel cost more than
-// the allreduce of a small tensor. Every other call (another dtype or device, a strided tensor,
+// When this library loads, it takes the CPU and CUDA kernels of these ops: a dense tensor of a
+// symmar dtype on the comm's own device (reduced with sum/max/min) goes straight to
+// symmarAllReduce, symmarAllGather or symmarReduceScatter on torch's current stream, without
+// entering Python. That is the path of every call an engine makes in its decode loop (the
+// allreduces, the logits' gather), and the dispatcher into a Python kernel cost more than the
+// collective of a small tensor. Every other call (another dtype or device, a strided tensor,
 // op "avg", a handle of a closed or unknown comm) goes to the Python kernel, which checks and
 // explains exactly as the binding does. A failed collective raises the binding's SymmarError too.
 //
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "symmar/symmar.h"
 
@@ -27,6 +30,7 @@ namespace {
 struct BoundComm {
   symmarComm_t comm;
   int64_t device;  // the comm's CUDA device, or -1 for a host comm
+  int64_t nranks;
 };
 
 std::mutex g_mutex;
@@ -75,22 +79,36 @@ int64_t deviceOf(const at::Tensor& t) {
   TORCH_CHECK(false, "symmar: allreduce failed with code ", code);  // the Python kernel always raises
 }
 
+/// What a call on the compiled path runs with: the comm, the dtype and the stream.
+struct CompiledCall {
+  BoundComm bound;
+  symmarDataType_t type;
+  void* stream;  // torch's current stream on the comm's device; nullptr on a host comm
+};
+
+/// Whether x can take the compiled path with comm `handle`: a dense tensor of a symmar dtype on the
+/// comm's own device. False sends the call to the Python kernel, which takes it or explains why not.
+bool compiledCall(const at::Tensor& x, int64_t handle, CompiledCall* call) {
+  const int type = symmarType(x.scalar_type());
+  if (type < 0 || !dense(x) || !lookUp(handle, &call->bound)) return false;
+  const int64_t device = deviceOf(x);
+  if (device != call->bound.device) return false;
+  call->type = static_cast<symmarDataType_t>(type);
+  call->stream = nullptr;
+  if (device >= 0) {
+    call->stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(x.device()).native_handle();
+  }
+  return true;
+}
+
 /// send -> recv with symmarAllReduce when the call is on the compiled path; false otherwise (the
 /// caller hands it to the Python kernel, which either takes it or explains why not).
 bool allReduceCompiled(const at::Tensor& send, const at::Tensor& recv, int64_t handle, c10::string_view op) {
-  BoundComm bound;
-  const int type = symmarType(send.scalar_type());
+  CompiledCall c;
   const int red = symmarOp(op);
-  if (type < 0 || red < 0 || !dense(send) || !lookUp(handle, &bound)) return false;
-  const int64_t device = deviceOf(send);
-  if (device != bound.device) return false;
-  void* stream = nullptr;
-  if (device >= 0) {
-    stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(send.device()).native_handle();
-  }
-  const symmarResult_t res =
-      symmarAllReduce(send.data_ptr(), recv.data_ptr(), static_cast<size_t>(send.numel()),
-                      static_cast<symmarDataType_t>(type), static_cast<symmarRedOp_t>(red), bound.comm, stream);
+  if (red < 0 || !compiledCall(send, handle, &c)) return false;
+  const symmarResult_t res = symmarAllReduce(send.data_ptr(), recv.data_ptr(), static_cast<size_t>(send.numel()),
+                                             c.type, static_cast<symmarRedOp_t>(red), c.bound.comm, c.stream);
   if (res != symmarSuccess) raiseFailure(send, handle, res);
   return true;
 }
@@ -118,14 +136,55 @@ at::Tensor allReduceOutOfPlace(const at::Tensor& x, int64_t comm, c10::string_vi
   return python.call(x, comm, op);
 }
 
+/// Every rank's x as blocks along dim 0 of a new tensor (a 0-dim x gives shape (nranks,)).
+at::Tensor allGather(const at::Tensor& x, int64_t comm) {
+  CompiledCall c;
+  if (x.numel() > 0 && compiledCall(x, comm, &c)) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    if (shape.empty()) shape.push_back(1);
+    shape[0] *= c.bound.nranks;
+    at::Tensor out = at::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
+    const symmarResult_t res =
+        symmarAllGather(x.data_ptr(), out.data_ptr(), static_cast<size_t>(x.numel()), c.type, c.bound.comm, c.stream);
+    if (res != symmarSuccess) raiseFailure(x, comm, res);
+    return out;
+  }
+  static auto python = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("symmar::_py_all_gather", "")
+                           .typed<at::Tensor(const at::Tensor&, int64_t)>();
+  return python.call(x, comm);
+}
+
+/// This rank's block of the reduction of x, whose dim 0 holds nranks blocks.
+at::Tensor reduceScatter(const at::Tensor& x, int64_t comm, c10::string_view op) {
+  CompiledCall c;
+  const int red = symmarOp(op);
+  if (red >= 0 && x.dim() > 0 && x.numel() > 0 && compiledCall(x, comm, &c) && x.size(0) % c.bound.nranks == 0) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape[0] /= c.bound.nranks;
+    at::Tensor out = at::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
+    const symmarResult_t res =
+        symmarReduceScatter(x.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()), c.type,
+                            static_cast<symmarRedOp_t>(red), c.bound.comm, c.stream);
+    if (res != symmarSuccess) raiseFailure(x, comm, res);
+    return out;
+  }
+  static auto python = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("symmar::_py_reduce_scatter", "")
+                           .typed<at::Tensor(const at::Tensor&, int64_t, c10::string_view)>();
+  return python.call(x, comm, op);
+}
+
 }  // namespace
 
 extern "C" {
 
 /// Names comm (a symmarComm_t) by handle for the compiled kernels; device: its CUDA device or -1.
 void symmarTorchBindComm(int64_t handle, void* comm, int64_t device) {
+  int nranks = 0;
+  if (symmarCommCount(static_cast<symmarComm_t>(comm), &nranks) != symmarSuccess || nranks < 1) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_comms[handle] = BoundComm{static_cast<symmarComm_t>(comm), device};
+  g_comms[handle] = BoundComm{static_cast<symmarComm_t>(comm), device, nranks};
 }
 
 /// Forgets handle: later calls with it go to the Python kernel, which raises the reason.
@@ -139,9 +198,13 @@ void symmarTorchUnbindComm(int64_t handle) {
 TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce_", &allReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
+  m.impl("all_gather", &allGather);
+  m.impl("reduce_scatter", &reduceScatter);
 }
 
 TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce_", &allReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
+  m.impl("all_gather", &allGather);
+  m.impl("reduce_scatter", &reduceScatter);
 }

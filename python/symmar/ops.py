@@ -14,9 +14,10 @@ collected raises ValueError. A closed comm raises the binding's own SymmarError 
 The ops call Comm.all_reduce_ / all_reduce / all_reduce_add_rms_norm, so every check on the
 tensors stays in the binding; the fake implementations give shapes and dtypes only.
 
-Where the build made libsymmar_torch (a Python with torch at build time), all_reduce_ and
-all_reduce have compiled kernels: a dense tensor of a symmar dtype on the comm's device, op
-sum/max/min, goes to symmarAllReduce without entering Python; every other call goes on to the
+Where the build made libsymmar_torch (a Python with torch at build time), all_reduce_,
+all_reduce, all_gather and reduce_scatter have compiled kernels: a dense tensor of a symmar dtype on
+the comm's device, op sum/max/min, goes to symmarAllReduce, symmarAllGather or symmarReduceScatter
+without entering Python; every other call goes on to the
 Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
 """
 import ctypes
@@ -103,7 +104,7 @@ def _load_compiled(folder=None):
                      path, built or "(unknown: no libsymmar_torch.torch-version beside it)", torch.__version__)
         return None
     try:
-        torch.ops.load_library(path)  # registers the CPU and CUDA kernels of the two allreduce ops
+        torch.ops.load_library(path)  # registers the CPU and CUDA kernels of the compiled ops
         compiled = ctypes.CDLL(path)
     except (OSError, RuntimeError) as e:
         _log.warning("symmar: %s does not load (%s); torch.ops.symmar uses its Python kernels", path, e)
@@ -124,7 +125,7 @@ def _load_compiled(folder=None):
 _lib = torch.library.Library("symmar", "FRAGMENT")
 _increment_version = torch.autograd.graph.increment_version
 _compiled = _load_compiled()
-compiled = _compiled is not None  # whether all_reduce_ and all_reduce run libsymmar_torch's kernels
+compiled = _compiled is not None  # whether the allreduce and gather ops run libsymmar_torch's kernels
 
 
 def _op(schema, kernel, fake, has_compiled_kernel=False):
@@ -198,9 +199,9 @@ _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm,
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
     lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)))
 _op('reduce_scatter(Tensor x, int comm, str op="sum") -> Tensor', _reduce_scatter,
-    lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)))
+    lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)), has_compiled_kernel=True)
 _op('all_gather(Tensor x, int comm) -> Tensor', _all_gather,
-    lambda x, comm: x.new_empty(_gathered_shape(x, comm, False)))
+    lambda x, comm: x.new_empty(_gathered_shape(x, comm, False)), has_compiled_kernel=True)
 if _compiled is not None:
     _lib.define("_raise_failure(Tensor x, int comm, int code) -> ()")
     for _key in ("CPU", "CUDA"):

@@ -34,6 +34,8 @@ _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "
 # a decode-size tensor on CPUs). Calls through them trace under torch.compile as the packets do.
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce.default
+_ALL_GATHER = torch.ops.symmar.all_gather.default
+_REDUCE_SCATTER = torch.ops.symmar.reduce_scatter.default
 # The counts the plan is read at, at creation: 1, then four points an octave up to 2^40 elements,
 # each change between two points found exactly by bisection. A change between two points that
 # changes back before the next (a row entry narrower than a quarter octave) is not seen: such a
@@ -272,9 +274,11 @@ class SymmarCommunicator:
         if not self.takes_reduce_scatter(inp, dim) or (out is not None and dim % inp.dim() != 0):
             return None
         dim %= inp.dim()
-        if dim == 0:
+        if out is not None:
             return self.comm.reduce_scatter(inp, out=out)
-        return self.comm.reduce_scatter(inp.movedim(dim, 0).contiguous()).movedim(0, dim).contiguous()
+        if dim == 0:
+            return _REDUCE_SCATTER(inp, self._op_handle)
+        return _REDUCE_SCATTER(inp.movedim(dim, 0).contiguous(), self._op_handle).movedim(0, dim).contiguous()
 
     def takes_reduce_scatter(self, inp, dim=0):
         """Whether reduce_scatter(inp, dim=dim) runs through symmar: as takes_all_gather, and dim's
@@ -292,7 +296,7 @@ class SymmarCommunicator:
         if not self.takes_all_gather(inp, dim) or (out is not None and dim % inp.dim() != 0):
             return None
         dim %= inp.dim()
-        gathered = self.comm.all_gather(inp, out=out)
+        gathered = self.comm.all_gather(inp, out=out) if out is not None else _ALL_GATHER(inp, self._op_handle)
         if dim == 0:
             return gathered
         shape = tuple(inp.shape)
