@@ -96,6 +96,7 @@ bool commUsesGpu(symmarComm_t comm) {
 symmarConfig_t configFor(const Options& opt, int device) {
   symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
   cfg.device = opt.device == "cpu" ? SYMMAR_DEVICE_CPU : (opt.device == "gpu" ? device : SYMMAR_DEVICE_AUTO);
+  if (!opt.table_file.empty()) cfg.table_file = opt.table_file.c_str();
   return cfg;
 }
 

@@ -33,6 +33,7 @@ struct Options {
   bool hot = false;  // --hot: host send buffers rewritten (untimed) before every call, as a producer leaves them
   bool huge_pages = false;  // --huge-pages: host buffers in transparent huge pages where the kernel gives them
   bool plant_wrong = false;                    // test switch: corrupt one result before checking
+  std::string table_file;  // the comm's table file (symmarConfig_t.table_file; "": the environment's or built-in)
 };
 
 struct Result {

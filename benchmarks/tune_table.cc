@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 
+#include "core/names.h"
 #include "plan/table.h"
 
 namespace tune {
@@ -122,6 +123,19 @@ std::string tableFileJson(const std::string& arch, const std::string& link, int 
   }
   out += "]}\n]}\n";
   return out;
+}
+
+std::string unfusedTableJson() {
+  std::string rows;
+  for (int l = 1; l < symmarNumLinks; ++l) {
+    const symmarLink_t link = static_cast<symmarLink_t>(l);
+    rows += std::string(rows.empty() ? "" : ",\n") + "  {\"arch\": \"" +
+            (link == symmarLinkHostMemory ? "host" : "default") + "\", \"link\": \"" + symmar::linkName(link) +
+            "\", \"world\": [2, 3, 4, 5, 6, 7, 8], \"collective\": \"addrmsnorm\", "
+            "\"source\": \"symmar_tune: the unfused path, timed beside the fused forms\", "
+            "\"algos\": [{\"algo\": \"oneshot\", \"max_bytes\": 1}]}";
+  }
+  return "{\"rows\": [\n" + rows + "\n]}\n";
 }
 
 }  // namespace tune

@@ -43,6 +43,12 @@ struct FusedMeasurement {
 /// call is that small): an empty fused row would defer to the allreduce's row instead.
 std::vector<Entry> tuneFusedRow(std::vector<FusedMeasurement> measurements, double margin);
 
+/// A table file whose fused rows (collective "addrmsnorm") end at 1 byte for every key a comm can
+/// have: a comm made with it runs symmarAllReduceAddRmsNorm on the unfused path (the allreduce its
+/// tables plan, then the add and norm) for every call, while the Algo form still runs each fused
+/// form. symmar_tune -C addrmsnorm times the unfused path so, beside the fused forms.
+std::string unfusedTableJson();
+
 /// A table file (see docs/tuning.md) holding one row; hosts > 1 keys it for comms spanning that
 /// many hosts (world is then the ranks per host); collective names the row's collective where it
 /// is not the allreduce ("reducescatter", "allgather": sizes are then the whole buffer).

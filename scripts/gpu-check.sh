@@ -250,6 +250,8 @@ if [ $full -eq 1 ] && [ -x "$TUNE" ]; then
   for n in 2 4 8; do
     step "symmar_tune local world $n" "tune_world$n.log" 60 \
       "$TUNE" --device gpu --local-world "$n" -b 8 -e 16M -f 4 -n 20 -w 3 --out "$OUT/tuned_world$n.json"
+    step "symmar_tune -C addrmsnorm local world $n" "tune_fused_world$n.log" 60 \
+      "$TUNE" -C addrmsnorm --device gpu --local-world "$n" --hidden 7168 -n 30 --out "$OUT/tuned_fused_world$n.json"
   done
 fi
 

@@ -6,7 +6,8 @@
 #     allocation included); the unfused kernel, FP8 and several-rows cases under memcheck; the fused
 #     kernel's barriers under synccheck.
 #  2. the fused call against the allreduce + a separate add + RMSNorm kernel, every form and the
-#     planned one, hidden 7168 and 4096, 2/4/8 ranks; with PDL off at 4 ranks (twice the blocks).
+#     planned one, hidden 7168 and 4096, 2/4/8 ranks; with PDL off at 4 ranks (twice the blocks);
+#     symmar_tune's fused row (every form against the library's own unfused path, outputs checked).
 #  3. latency: a 16-byte and a 14 KiB allreduce back to back (symmar_norm_perf_gpu's "allreduce
 #     alone") and timed alone, one-shot and lamport, plain and graph-replayed (-G 1).
 #  4. bandwidth at 32 MiB, staged and symmetric, PDL on and off, beside the device copy.
@@ -33,6 +34,11 @@ if [ -x "$NORM_PERF" ]; then
     "$NORM_PERF" --local-world 4 --hidden 4096 --tokens 1,2,4,8,16,32,64,128,256,512 -n 60
   step "settle 2: fused, local world 4, SYMMAR_PDL=0" settle_2_norm_world4_pdl0.log 30 env SYMMAR_PDL=0 \
     "$NORM_PERF" --local-world 4 --hidden 7168 --tokens 16,32,64 -n 60
+  if [ -x "$BUILD/benchmarks/symmar_tune" ]; then
+    step "settle 2: symmar_tune -C addrmsnorm, local world 4" settle_2_tune_fused_world4.log 40 \
+      "$BUILD/benchmarks/symmar_tune" -C addrmsnorm --device gpu --local-world 4 --hidden 7168 \
+      --tokens 1,4,16,64,256 -n 30 --out "$OUT/tuned_fused_world4.json"
+  fi
   for algo in oneshot lamport; do
     for n in 2 8; do
       step "settle 3: 16-byte allreduce back to back, $algo, local world $n" "settle_3_b2b_${algo}_world$n.log" 20 \

@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
       "with peer access, rows of whole 16-byte vectors and calls of at most 256 KiB (the next entry\n"
       "otherwise); no built-in row names it until it has been measured on a GPU. Where a comm has no\n"
       "fused rows, it runs one-shot where the allreduce's row gives oneshot or lamport for the same\n"
-      "bytes, two-shot otherwise; with fewer tokens than ranks it is always one-shot (or lamport). On\n"
+      "bytes, two-shot otherwise; a fused call with fewer tokens than ranks is always one-shot (or\n"
+      "lamport), and past a row's last threshold unfused however few its tokens. On\n"
       "GPUs no fused form runs for more tokens than the fused kernel's grid (a block a row; past it\n"
       "rows queue in a block), whatever the row says.\n\n");
   for (int arch : knownArchs(tables)) {

@@ -302,7 +302,7 @@ typedef struct {
  * comms with peer access, for rows of whole 16-byte vectors and calls of at most 256 KiB, the
  * next entry otherwise); where there are none, it is
  * planned like an allreduce of that size (the one-shot form where the tables say one-shot or
- * lamport, the two-shot form otherwise). One-shot whenever tokens < world. A comm without a fused
+ * lamport, the two-shot form otherwise). A fused form with fewer tokens than ranks is the one-shot one. A comm without a fused
  * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or
  * hidden 0 succeeds and moves nothing (buffers may be NULL; on the host backend it still takes
  * part in call matching, like an allreduce of count 0). Where a row fits only the one-shot form's

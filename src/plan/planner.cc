@@ -141,18 +141,19 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
     if (fused_row.entries[i].algo == symmarAlgoLamport) return symmarAlgoLamport;
     break;
   }
+  // Past the row's last threshold the unfused calls serve, however few the tokens: the row was
+  // measured against them.
+  if (fused_row.num_entries > 0 && bytes > fused_row.entries[fused_row.num_entries - 1].max_bytes) {
+    return symmarAlgoAuto;
+  }
   if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
   if (fused_row.num_entries > 0) {
-    bool held = false;
     for (int i = 0; i < fused_row.num_entries; ++i) {
       const TableEntry& e = fused_row.entries[i];
-      if (bytes > e.max_bytes) continue;
-      held = true;
-      if (e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) return e.algo;
+      if (bytes <= e.max_bytes && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) return e.algo;
     }
-    // Past the last threshold the unfused calls serve. A held call whose one-shot entries are
-    // disabled here takes the two-shot, which is available at this point.
-    return held ? symmarAlgoTwoShot : symmarAlgoAuto;
+    // A held call whose one-shot entries are disabled here takes the two-shot, available here.
+    return symmarAlgoTwoShot;
   }
   const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
   return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;

@@ -80,9 +80,10 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// The form of a fused allreduce + residual add + RMSNorm of tokens x hidden elements. Lamport
 /// where the first entry of the fused call's own row (fused_row, sized by tokens x hidden
 /// elements) that holds the call names it and the form can serve it (a GPU comm with peer access,
-/// sched::lamportFusedFits). Else one-shot when tokens < world (a two-shot would leave some ranks
-/// without a row to finish); else from fused_row where it has entries: the first available staged
-/// form whose threshold holds the call, and symmarAlgoAuto past the last threshold. A fused row
+/// sched::lamportFusedFits). Else symmarAlgoAuto past the last threshold of a fused_row with
+/// entries, however few the tokens; else one-shot when tokens < world (a two-shot would leave some
+/// ranks without a row to finish); else the first available staged form of fused_row whose
+/// threshold holds the call. A fused row
 /// without entries defers to the plain allreduce's row (allreduce_row): one-shot where it says
 /// one-shot or lamport for the same bytes, two-shot otherwise.
 /// symmarAlgoAuto also when the comm has neither form (no shared memory), or for more tokens than

@@ -397,6 +397,13 @@ TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
   fused.num_entries = 1;
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(0, 0, symmarLinkHostMemory, 4, 0), 0, 3, 4096, symmarBfloat16),
             symmarAlgoOneShot);
+  // ... but past the row's last threshold, unfused however few the tokens: a row whose fused call
+  // lost from the smallest size measured (1 byte) holds no call.
+  fused.entries[0] = {symmarAlgoOneShot, 16 * 1024};
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(0, 0, symmarLinkHostMemory, 4, 0), 0, 3, 4096, symmarBfloat16),
+            symmarAlgoAuto);
+  fused.entries[0] = {symmarAlgoOneShot, 1};
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 1, 4096, symmarBfloat16), symmarAlgoAuto);
   // A form the environment disabled gives way to the other.
   fused.entries[0] = {symmarAlgoOneShot, 64 * 1024};
   fused.entries[1] = {symmarAlgoTwoShot, 1024 * 1024};

@@ -193,3 +193,36 @@ TEST(Tune, AReduceScatterOrAllGatherRowIsKeyedByItsCollective) {
     EXPECT_NE(tables.resolve(12, 0, symmarLinkPcie, 4)->source, "synthetic") << "the allreduce row is untouched";
   }
 }
+
+// symmar_tune -C addrmsnorm times the unfused path as the auto call of a comm made with these rows:
+// whatever the comm's key (every arch family, link and world), its fused call must plan unfused at
+// every size, and its allreduce rows must stay as they were.
+TEST(Tune, TheUnfusedTableSendsEveryFusedCallOfEveryKeyToTheUnfusedPath) {
+  symmar::Tables tables = symmar::Tables::builtin();
+  ASSERT_EQ(tables.loadJson(unfusedTableJson(), "unfused.json"), symmarSuccess) << unfusedTableJson();
+  const symmar::Tables builtin = symmar::Tables::builtin();
+  struct Key {
+    int major, minor;
+    symmarLink_t link;
+  };
+  std::vector<Key> keys = {{0, 0, symmarLinkHostMemory}};
+  for (const auto& cc : {std::pair<int, int>{8, 0}, {9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {15, 0}}) {
+    for (symmarLink_t l : {symmarLinkNvSwitch, symmarLinkNvLink, symmarLinkPcie, symmarLinkPcieNoP2P}) {
+      keys.push_back({cc.first, cc.second, l});
+    }
+  }
+  for (const Key& k : keys) {
+    for (int world = 2; world <= 8; ++world) {
+      const symmarTopology_t topo{k.major, k.minor, k.link, world, 0};
+      const symmar::TableRow& allreduce = *tables.resolve(k.major, k.minor, k.link, world);
+      const symmar::TableRow& fused =
+          *tables.resolve(k.major, k.minor, k.link, world, 1, symmar::Collective::kAddRmsNorm);
+      EXPECT_EQ(allreduce.source, builtin.resolve(k.major, k.minor, k.link, world)->source);
+      for (size_t tokens : {1, 8, 64, 4096}) {
+        EXPECT_EQ(symmar::planAddRmsNorm(allreduce, fused, topo, 0, tokens, 4096, symmarBfloat16), symmarAlgoAuto)
+            << "sm" << k.major << k.minor << " " << symmar::linkName(k.link) << " world " << world << ", " << tokens
+            << " tokens";
+      }
+    }
+  }
+}
