@@ -68,7 +68,42 @@ def _install_fake_vllm():
 
     mods["vllm.distributed.device_communicators.cpu_communicator"].CpuCommunicator = CpuCommunicator
     sys.modules.update(mods)
+    sys.modules.update(_fake_vllm_config())
     return CpuCommunicator, mods["vllm.envs"]
+
+
+def _fake_vllm_config():
+    """vllm.config.vllm as far as the plugin reaches into it: vLLM 0.32's optimization-level tables,
+    which name enable_allreduce_rms_fusion as fuse_allreduce_rms's default (here it says on, as on a
+    Hopper GPU with FlashInfer)."""
+    config, module = types.ModuleType("vllm.config"), types.ModuleType("vllm.config.vllm")
+
+    def enable_allreduce_rms_fusion(cfg):
+        return cfg.parallel_config.tensor_parallel_size > 1
+
+    module.enable_allreduce_rms_fusion = enable_allreduce_rms_fusion
+    module.OPTIMIZATION_LEVEL_00 = {"compilation_config": {"pass_config": {"fuse_allreduce_rms": False}}}
+    module.OPTIMIZATION_LEVEL_02 = {"compilation_config": {"pass_config": {
+        "fuse_norm_quant": lambda cfg: True, "fuse_allreduce_rms": enable_allreduce_rms_fusion}}}
+    module.OPTIMIZATION_LEVEL_TO_CONFIG = {0: module.OPTIMIZATION_LEVEL_00, 2: module.OPTIMIZATION_LEVEL_02}
+    config.vllm = module
+    return {"vllm.config": config, "vllm.config.vllm": module}
+
+
+def _check_fusion_default(on):
+    """fuse_allreduce_rms's default: off with the plugin on (FlashInfer's fused kernel would take
+    the allreduces symmar serves), vLLM's own otherwise; the tables' other defaults untouched."""
+    config = sys.modules["vllm.config.vllm"]
+    cfg = types.SimpleNamespace(parallel_config=types.SimpleNamespace(tensor_parallel_size=2))
+    passes = config.OPTIMIZATION_LEVEL_TO_CONFIG[2]["compilation_config"]["pass_config"]
+    failures = []
+    if passes["fuse_allreduce_rms"](cfg) is not (not on):
+        failures.append("fuse_allreduce_rms defaults to %s with the plugin %s"
+                        % (passes["fuse_allreduce_rms"](cfg), "on" if on else "off"))
+    if passes["fuse_norm_quant"](cfg) is not True or config.OPTIMIZATION_LEVEL_00["compilation_config"][
+            "pass_config"]["fuse_allreduce_rms"] is not False:
+        failures.append("another default of the optimization-level tables changed")
+    return failures
 
 
 def _check_out_of_place(plugin, rank, nranks):
@@ -163,6 +198,7 @@ def _rank(rank, nranks, store, out_dir, on):
         plugin.register()  # vLLM may load plugins more than once in a process
         if "SYMMAR_VLLM" not in envs.environment_variables:
             failures.append("SYMMAR_VLLM is not among the compile cache key's variables")
+        failures += _check_fusion_default(on)
         if not on:
             if cls.all_reduce is not original or getattr(cls, "_symmar_patched", False):
                 failures.append("patched without SYMMAR_VLLM=1")

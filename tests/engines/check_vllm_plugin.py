@@ -6,7 +6,8 @@ start fewer). The greedy ids must be equal on both paths, the plugin must have s
 tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce the
 workers made after the switch (vLLM's own path none), and vLLM's path every one before it; in both
 modes symmar must have served the all_gathers (the logits', along the last dim; every one in eager
-mode).
+mode). And, against vLLM's own optimization-level tables, that the plugin turns the default of vLLM's
+fuse_allreduce_rms pass off.
 
     python check_vllm_plugin.py WORK_DIR
 """
@@ -46,9 +47,32 @@ def run(work, mode, plugin):
     return json.loads(lines[-1])
 
 
+def fusion_default_check():
+    """In a process of its own, with vLLM's real optimization-level tables: with the plugin on,
+    every default of fuse_allreduce_rms that was vLLM's function is the plugin's, which says off."""
+    code = (
+        "import types, vllm.config.vllm as c\n"
+        "from symmar.integrations import vllm as p\n"
+        "before = c.enable_allreduce_rms_fusion\n"
+        "p.register()\n"
+        "cfg = types.SimpleNamespace(parallel_config=types.SimpleNamespace(tensor_parallel_size=2))\n"
+        "found = [t['compilation_config']['pass_config']['fuse_allreduce_rms'] for t in "
+        "c.OPTIMIZATION_LEVEL_TO_CONFIG.values()]\n"
+        "named = [f for f in found if callable(f)]\n"
+        "assert named and all(getattr(f, '_symmar_off', False) and f(cfg) is False for f in named), found\n"
+        "assert before not in found\n"
+        "print('fuse_allreduce_rms defaults with the plugin on:', [f if not callable(f) else 'off' for f in found])\n")
+    env = dict(os.environ, SYMMAR_VLLM="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    print(done.stdout.strip())
+    if done.returncode != 0:
+        return ["fuse_allreduce_rms default with the plugin on: %s" % done.stderr.strip()[-2000:]]
+    return []
+
+
 def main():
     work = sys.argv[1]
-    failures = []
+    failures = fusion_default_check()
     for mode in ("eager", "compiled"):
         if mode == "eager":
             on = run(work, mode, "1")

@@ -16,7 +16,9 @@ ranks of a group take symmar or none does. One line per group says which path se
 `vllm.symmar` logger, which vLLM's logging configuration shows.
 
 vLLM's compile cache key hashes vLLM's own environment variables; the plugin adds SYMMAR_VLLM to
-them, so a graph compiled with symmar is never reused without it, or the other way round.
+them, so a graph compiled with symmar is never reused without it, or the other way round. When on,
+it also makes the default of vLLM's fuse_allreduce_rms pass off (FlashInfer's fused kernel would
+otherwise take the allreduces followed by an RMSNorm on Hopper and Blackwell GPUs).
 """
 import functools
 import logging
@@ -63,6 +65,7 @@ def register():
     _enter_compile_key()
     if not enabled():
         return
+    _default_allreduce_rms_fusion_off()
     import importlib
     for module_name, cls_name, in_place in _COMMUNICATORS:
         if not in_place and not _cuda_available():
@@ -92,6 +95,49 @@ def _enter_compile_key():
     variables = getattr(envs, "environment_variables", None)
     if isinstance(variables, dict) and _ENV not in variables:
         variables[_ENV] = lambda: os.environ.get(_ENV, "0")
+
+
+def _default_allreduce_rms_fusion_off():
+    """vLLM's fuse_allreduce_rms compile pass (on by default for tensor parallelism on Hopper and
+    Blackwell with FlashInfer) replaces an allreduce followed by an RMSNorm with FlashInfer's fused
+    kernel, whatever communicator serves the plain allreduce: symmar would never see those calls.
+    With the plugin on, that default becomes off; a user who sets fuse_allreduce_rms in the
+    compilation config keeps their value (vLLM applies a default only to fields left unset). The
+    default is the function vLLM's optimization-level tables name; it is replaced there, once."""
+    try:
+        import vllm.config.vllm as config
+    except Exception:  # noqa: BLE001  a vLLM without these tables: nothing to turn off
+        return
+    original = getattr(config, "enable_allreduce_rms_fusion", None)
+    if original is None or getattr(original, "_symmar_off", False):
+        return
+
+    @functools.wraps(original)
+    def enable_allreduce_rms_fusion(cfg):
+        if original(cfg):
+            _log.info("symmar: vLLM's fuse_allreduce_rms pass is off by default with SYMMAR_VLLM=1, so that its "
+                      "allreduces reach symmar (set it in the compilation config to keep it)")
+        return False
+
+    enable_allreduce_rms_fusion._symmar_off = True
+    replaced = 0
+
+    def replace(table):
+        nonlocal replaced
+        for key, value in table.items():
+            if isinstance(value, dict):
+                replace(value)
+            elif value is original:
+                table[key] = enable_allreduce_rms_fusion
+                replaced += 1
+
+    for name in dir(config):
+        if name.startswith("OPTIMIZATION_LEVEL_") and isinstance(getattr(config, name), dict):
+            replace(getattr(config, name))
+    config.enable_allreduce_rms_fusion = enable_allreduce_rms_fusion
+    if replaced == 0:
+        _log.warning("symmar: vLLM's optimization-level tables do not name enable_allreduce_rms_fusion: its "
+                     "fuse_allreduce_rms pass keeps vLLM's default (turn it off in the compilation config)")
 
 
 def _patch(cls, in_place):
