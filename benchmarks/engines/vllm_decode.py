@@ -77,7 +77,11 @@ def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op=
     from vllm.distributed.parallel_state import get_tp_group
     group = get_tp_group()
     comm = group.device_communicator
+    from symmar.integrations import vllm as plugin
+    saved_min = plugin.gather_min_bytes
     if op == "all_gather":
+        plugin.gather_min_bytes = 0  # every size measured on the path switch_path chose
+
         def call(c, t):
             return type(c).all_gather(c, t, -1)
     else:
@@ -97,6 +101,7 @@ def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op=
                 call(comm, t)
             blocks.append((time.perf_counter() - t0) / iters * 1e6)
         cost[str(size)] = statistics.median(blocks)
+    plugin.gather_min_bytes = saved_min
     return cost
 
 
