@@ -37,8 +37,8 @@ def plugin_record(_self=None):
 
 
 def gather_everything(_self=None):
-    """Runs in a worker: the plugin's gathers take every size (this model's logits, 2-8 KiB a rank,
-    are under gather_min_bytes, where vLLM's own gather is faster), so the check covers them."""
+    """Runs in a worker: the plugin's gathers take every size (this model's logits are 2-8 KiB a
+    rank), whatever gather_min_bytes a deployment set, so the check covers them."""
     from symmar.integrations import vllm as plugin
     plugin.gather_min_bytes = 0
 

@@ -10,7 +10,7 @@ device; its all_reduce takes what symmar's plan takes (through torch.ops.symmar,
 compiled graphs trace it: in place on CPUs, as vLLM's CPU allreduce is, into a new tensor on GPUs,
 as vLLM's CUDA one is, ahead of vLLM's custom, FlashInfer and symmetric-memory allreduces); the CPU
 communicator's all_gather, gather and reduce_scatter (along any dim: the logits' gather is along the
-last) go through symmar where it takes them too, from gather_min_bytes a rank. Everything else,
+last) go through symmar where it takes them too (from gather_min_bytes a rank). Everything else,
 and every other collective, stays on vLLM's own path. Creation is agreed over the group, so all
 ranks of a group take symmar or none does. One line per group says which path serves it and why, through the
 `vllm.symmar` logger, which vLLM's logging configuration shows.
@@ -41,14 +41,13 @@ _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "Cp
 # count is torch.compile's business).
 served = {}
 calls = {"symmar": 0, "vllm": 0, "symmar_gather": 0, "vllm_gather": 0}
-# The smallest gather or reduce-scatter (bytes of a rank's tensor) sent to symmar. Below it the
-# binding's Python path (about 17 us a call in vLLM's venv on CPUs, where the allreduce has a
-# compiled op) costs more than vLLM's own shared-memory gather: measured in vLLM 0.32 on CPU, 2
-# ranks, two runs, the logits' all_gather was 0.68-0.90x at 1-16 KiB a rank, 0.87-0.88x (bf16) and
-# 1.02-1.24x (float32) at 64 KiB, and 1.20-1.29x at 256 KiB (docs/performance/engines-vllm.md).
-# Float32 logits of one token at a vocabulary of 64k or more are past it. The same on every rank
-# (it reads the tensor's shape and dtype).
-gather_min_bytes = 128 << 10
+# The smallest gather or reduce-scatter (bytes of a rank's tensor) sent to symmar: every size.
+# Through libsymmar_torch's compiled op, the logits' all_gather (along the last dim) took 0.52-0.74
+# of vLLM's own shared-memory gather at 1-256 KiB a rank inside vLLM 0.32's CPU workers, 2 ranks,
+# bf16 and float32 (docs/performance/engines-vllm.md, fourth run). A deployment that finds its own
+# gather faster below some size can raise it; it must be the same on every rank (the decision reads
+# the tensor's shape and dtype and this value).
+gather_min_bytes = 0
 # Whether the patched communicators take symmar's path (switch_path): on once SYMMAR_VLLM=1.
 _taking = [True]
 
