@@ -203,7 +203,7 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     else if (a == "-A") ok = parseAlgos(v, o);
     // The fused call (addrmsnorm) has a benchmark of its own, symmar_norm_perf.
     else if (a == "-C")
-      ok = symmar::parseCollectiveName(v, &o->coll) && o->coll != symmar::Collective::kAddRmsNorm;
+      ok = symmar::parseCollectiveName(v, &o->coll);
     else if (a == "-d") ok = parseDtypes(v, o);
     else if (a == "-o") ok = symmar::parseOpName(v, &o->op);
     else ok = extra && extra(a, v);

@@ -10,9 +10,7 @@
 #include "core/schedule.h"
 #include "perf_schedule.h"
 
-#ifdef SYMMAR_PERF_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "perf_cuda.h"
 
 namespace perf {
 namespace {
@@ -96,15 +94,7 @@ class GpuFusedBuffers : public FusedBuffers {
   }
   double timedCall(symmarComm_t comm, const symmarAddRmsNormArgs_t& a, symmarAlgo_t algo,
                    symmarResult_t* res) override {
-    cudaEventRecord(start_, stream_);
-    *res = issue(comm, a, algo, stream_);
-    cudaEventRecord(stop_, stream_);
-    if (cudaEventSynchronize(stop_) != cudaSuccess && *res == symmarSuccess) *res = symmarCudaError;
-    symmarResult_t async = symmarSuccess;
-    if (*res == symmarSuccess && symmarCommGetAsyncError(comm, &async) == symmarSuccess) *res = async;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start_, stop_);
-    return ms * 1000.0;
+    return timeOnStream(stream_, start_, stop_, comm, res, [&] { return issue(comm, a, algo, stream_); });
   }
 
  private:

@@ -12,9 +12,7 @@
 #include "core/numeric.h"
 #include "perf_schedule.h"
 
-#ifdef SYMMAR_PERF_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "perf_cuda.h"
 
 namespace perf {
 namespace {
@@ -186,19 +184,10 @@ class GpuBuffers : public Buffers {
   double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                    symmarResult_t* res) override {
     if (opt.graph && !captureIfNeeded(comm, count, opt, algo, res)) return -1;
-    cudaEventRecord(start_, stream_);
-    if (opt.graph) {
-      *res = cudaGraphLaunch(graphs_[algo].exec, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
-    } else {
-      *res = issue(opt, comm, send_, recv_, count, algo, stream_);
-    }
-    cudaEventRecord(stop_, stream_);
-    if (cudaEventSynchronize(stop_) != cudaSuccess) *res = symmarCudaError;
-    symmarResult_t async = symmarSuccess;
-    if (*res == symmarSuccess && symmarCommGetAsyncError(comm, &async) == symmarSuccess) *res = async;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start_, stop_);
-    return ms * 1000.0;
+    return timeOnStream(stream_, start_, stop_, comm, res, [&] {
+      if (opt.graph) return cudaGraphLaunch(graphs_[algo].exec, stream_) == cudaSuccess ? symmarSuccess : symmarCudaError;
+      return issue(opt, comm, send_, recv_, count, algo, stream_);
+    });
   }
 
  private:

@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   perf::startLauncher(&argc, &argv);
   Options opt;
-  if (!perf::parseArgs(argc, argv, &opt)) {
+  // The fused call has its own benchmarks (symmar_norm_perf, symmar_tune -C addrmsnorm).
+  if (!perf::parseArgs(argc, argv, &opt) || opt.coll == symmar::Collective::kAddRmsNorm) {
     perf::printUsage(argv[0], "");
     return 2;
   }

@@ -23,18 +23,6 @@
 
 namespace {
 
-/// Takes "-C addrmsnorm" out of the arguments (the shared parser knows the other collectives only);
-/// true when it was there.
-bool takeFusedFlag(int* argc, char** argv) {
-  for (int i = 1; i + 1 < *argc; ++i) {
-    if (std::string(argv[i]) != "-C" || std::string(argv[i + 1]) != "addrmsnorm") continue;
-    for (int j = i; j + 2 <= *argc; ++j) argv[j] = argv[j + 2];
-    *argc -= 2;
-    return true;
-  }
-  return false;
-}
-
 bool parseTokens(const char* v, std::vector<size_t>* tokens) {
   tokens->clear();
   for (const char* p = v; *p;) {
@@ -130,17 +118,19 @@ int main(int argc, char** argv) {
   opt.check = true;
   std::string out = "symmar-table.json";
   double margin = 0.05;
-  const bool fused = takeFusedFlag(&argc, argv);
   perf::FusedSweep sweep;
+  bool sweep_flags = false;  // --hidden / --tokens: only with -C addrmsnorm
   auto extra = [&](const std::string& flag, const char* v) {
     if (flag == "--out") out = v;
     else if (flag == "--margin") margin = atof(v);
-    else if (fused && flag == "--hidden") return (sweep.hidden = strtoull(v, nullptr, 10)) > 0;
-    else if (fused && flag == "--tokens") return parseTokens(v, &sweep.tokens);
+    else if (flag == "--hidden") return sweep_flags = true, (sweep.hidden = strtoull(v, nullptr, 10)) > 0;
+    else if (flag == "--tokens") return sweep_flags = true, parseTokens(v, &sweep.tokens);
     else return false;
     return true;
   };
-  if (!perf::parseArgs(argc, argv, &opt, extra) || margin < 0 || opt.dtypes.size() > 1 ||
+  const bool parsed = perf::parseArgs(argc, argv, &opt, extra);
+  const bool fused = opt.coll == symmar::Collective::kAddRmsNorm;
+  if (!parsed || margin < 0 || opt.dtypes.size() > 1 || (sweep_flags && !fused) ||
       (fused && opt.dtype != symmarFloat32 && opt.dtype != symmarFloat16 && opt.dtype != symmarBfloat16)) {
     perf::printUsage(argv[0], " [--out FILE] [--margin 0.05] [-C addrmsnorm [--hidden 7168] [--tokens 1,2,4,...]]");
     return 2;
