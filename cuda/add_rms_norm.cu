@@ -1,5 +1,5 @@
 // Fused allreduce + residual add + RMSNorm (+ FP8 E4M3 output), split by rows: a block finishes a
-// row as a whole (the row's statistic is a block reduction in a fixed tree order, so every rank
+// row as a whole (the row's statistic is a block reduction in a fixed order, so every rank
 // that finishes a row from the same values computes the same bits).
 //  - one-shot: every rank stages its rows; every rank sums all rows in rank order and finishes them.
 //  - two-shot: every rank stages its rows; each reduces the rows it owns (its rank slice of the
@@ -64,20 +64,23 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared<>* ns,
   const float inv = rowInvRms(ns, ss, h, a.eps);
   const Bits* gamma = static_cast<const Bits*>(a.gamma);
   Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
+  const float fp8_mul = a.fp8_out ? fp8Multiplier(a) : 0.0f;
   for (size_t i = threadIdx.x; i < h; i += kThreads) {
     const float y = T::toFloat(res_out[i]) * inv * T::toFloat(gamma[i]);
     norm[i] = T::fromFloat(y);
-    if (a.fp8_out) a.fp8_out[row * h + i] = toE4m3(y / a.fp8_scale);
+    if (a.fp8_out) a.fp8_out[row * h + i] = toE4m3(y * fp8_mul);
   }
 }
 
-/// finishRow for rows of whole vectors (vectorRows): 16-byte accesses where a buffer is aligned,
-/// the same arithmetic per element in the same order.
-/// kSrcs: the most sources (kMaxRanks, or 1 for the local form, whose source is the allreduce's
-/// sums in user memory: loaded as srcs_al says, where staging rows are always aligned).
-template <typename T, int kSrcs = kMaxRanks>
-__device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared<>* ns, const RowSources<T>& srcs,
-                                             size_t local, size_t row, bool srcs_al = true) {
+/// The sum pass of row `row` (rows of whole vectors, vectorRows): every source's vector summed in
+/// rank order with residual_in, rounded once, stored to residual_out; returns this thread's sum of
+/// squares of what it stored. Same arithmetic per element as finishRow, 16-byte accesses where a
+/// buffer is aligned. kSrcs: the most sources (kMaxRanks, or 1 for a single source, the allreduce's
+/// sums in user memory in the unfused form: loaded as srcs_al says, where staging rows are always
+/// aligned).
+template <typename T, int kSrcs>
+__device__ __forceinline__ float sumRowVec(const KernelArgs& a, const RowSources<T>& srcs, size_t local, size_t row,
+                                           bool srcs_al) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
   const size_t h = a.hidden, vecs = h / E;
@@ -87,25 +90,61 @@ __device__ __forceinline__ void finishRowVec(const KernelArgs& a, NormShared<>* 
   float ss = 0.0f;
   for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
     const size_t i = v * E;
-    Vec<T> x[kSrcs];  // every rank's vector loaded before the sum, as the plain kernels do
-#pragma unroll
-    for (int p = 0; p < kSrcs; ++p) {
-      if (p >= a.world) continue;
-      if (kSrcs == 1) {
-        x[p] = loadUser<T>(sourceRow<T, kSrcs>(a, srcs, p) + local * h + i, srcs_al);
-      } else {
-        x[p].u = ptx::ld_vec(sourceRow<T, kSrcs>(a, srcs, p) + local * h + i);
-      }
-    }
     VecAcc<T, symmarSum> acc;
-    acc.first(x[0]);
+    if (kSrcs == 1) {
+      acc.first(loadUser<T>(srcs.single + local * h + i, srcs_al));
+    } else {
+      Vec<T> x[kSrcs];  // every rank's vector loaded before the sum, as the plain kernels do
 #pragma unroll
-    for (int p = 1; p < kSrcs; ++p) {
-      if (p < a.world) acc.add(x[p]);
+      for (int p = 0; p < kSrcs; ++p) {
+        if (p < a.world) x[p].u = ptx::ld_vec(sourceRow<T, kSrcs>(a, srcs, p) + local * h + i);
+      }
+      acc.first(x[0]);
+#pragma unroll
+      for (int p = 1; p < kSrcs; ++p) {
+        if (p < a.world) acc.add(x[p]);
+      }
     }
     storeSumVec<T>(&acc, res_in ? res_in + i : nullptr, in_al, res_out + i, out_al, &ss);
   }
-  normRowVec<T, kThreads>(a, row, rowInvRms(ns, ss, h, a.eps));
+  return ss;
+}
+
+/// Where row r of a chunk is summed from: its sources, and its row index among them.
+template <typename T>
+struct RowJob {
+  RowSources<T> srcs;
+  size_t local;
+};
+
+/// Finishes the rows this block takes of a chunk of `rows` rows that starts at row r0 of the call:
+/// rows blockIdx.x, blockIdx.x + grid, ... (myRow), each summed from job(r). Rows of whole vectors
+/// go kRowBatch at a time: every row's sum pass, one block barrier for all their statistics, then
+/// every row's norm pass, so a block with several rows neither waits at a barrier per row nor
+/// holds its warps in step between rows. Each row's arithmetic is the same as alone. Other rows go
+/// one at a time (finishRow).
+template <typename T, int kSrcs, typename JobOf>
+__device__ __forceinline__ void finishMyRows(const KernelArgs& a, NormShared<>* ns, size_t r0, size_t rows, JobOf job,
+                                             bool srcs_al = true) {
+  const size_t step = gridDim.x;
+  if (!vectorRows<T>(a.hidden)) {
+    for (size_t r = blockIdx.x; r < rows; r += step) {
+      const RowJob<T> j = job(r);
+      finishRow<T, kSrcs>(a, ns, j.srcs, j.local, r0 + r);
+    }
+    return;
+  }
+  for (size_t first = blockIdx.x; first < rows; first += kRowBatch * step) {
+    int n = 0;
+    for (size_t r = first; r < rows && n < kRowBatch; r += step, ++n) {
+      const RowJob<T> j = job(r);
+      addRowSquares(ns, n, sumRowVec<T, kSrcs>(a, j.srcs, j.local, r0 + r, srcs_al));
+    }
+    __syncthreads();
+    size_t row = r0 + first;
+    for (int k = 0; k < n; ++k, row += step) normRowVec<T, kThreads>(a, row, slotInvRms(ns, k, a.hidden, a.eps));
+    __syncthreads();  // every slot read before the next batch's stores
+  }
 }
 
 /// Copies n elements between a rank's buffer and staging (or between staging and a buffer), whole
@@ -153,14 +192,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
     if (!TwoShot) {  // every row from every rank's input rows
       const RowSources<T> srcs{nullptr, &ns.sh, in_half, r0 * h};
-      for (size_t r = 0; r < rows; ++r) {
-        if (!myRow(r)) continue;
-        if (vec) {
-          finishRowVec<T>(a, &ns, srcs, r, r0 + r);
-        } else {
-          finishRow<T>(a, &ns, srcs, r, r0 + r);
-        }
-      }
+      finishMyRows<T, kMaxRanks>(a, &ns, r0, rows, [srcs](size_t r) { return RowJob<T>{srcs, r}; });
       continue;
     }
     // Two-shot: the sums of this rank's rows, reduced in rank order into its half 1; then, after
@@ -181,19 +213,11 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
       reduceRange<T, symmarSum>(src, a.world, own_sums, nullptr, sched::Range{r * stride, r * stride + h}, true);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
-    for (int q = 0; q < a.world; ++q) {
-      const sched::Range theirs = sched::rankSlice(rows, a.world, q, 1);
-      for (size_t r = theirs.begin; r < theirs.end; ++r) {
-        if (!myRow(r)) continue;
-        const Bits* owner_sums = reinterpret_cast<const Bits*>(a.base[q] + a.staging_off + half1) + r * stride;
-        const RowSources<T> sums{owner_sums, nullptr, 0, 0};
-        if (vec) {
-          finishRowVec<T, 1>(a, &ns, sums, 0, r0 + r);
-        } else {
-          finishRow<T, 1>(a, &ns, sums, 0, r0 + r);
-        }
-      }
-    }
+    finishMyRows<T, 1>(a, &ns, r0, rows, [&a, rows, half1, stride](size_t r) {
+      int q = 0;  // the row's owner: the rank whose slice holds it
+      while (r >= sched::rankSlice(rows, a.world, q, 1).end) ++q;
+      return RowJob<T>{{reinterpret_cast<const Bits*>(a.base[q] + a.staging_off + half1) + r * stride, nullptr, 0, 0}, 0};
+    });
   }
   // The one-shot's peers read this rank's input until they finish; the two-shot's only before the
   // second barrier of each chunk.
@@ -210,15 +234,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CON
   SYMMAR_BLOCK_SHARED(NormShared<>, ns);
   ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
   const RowSources<T> sums{static_cast<const Bits*>(a.send), nullptr, 0, 0};  // a.world 1: the only source
-  const bool vec = vectorRows<T>(a.hidden), sums_al = vecAligned(sums.single);
-  const size_t tokens = a.count / a.hidden;
-  for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) {
-    if (vec) {
-      finishRowVec<T, 1>(a, &ns, sums, r, r, sums_al);
-    } else {
-      finishRow<T, 1>(a, &ns, sums, r, r);
-    }
-  }
+  finishMyRows<T, 1>(a, &ns, 0, a.count / a.hidden, [sums](size_t r) { return RowJob<T>{sums, r}; }, vecAligned(sums.single));
   ptx::griddep_launch_dependents();
 }
 

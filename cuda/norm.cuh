@@ -1,7 +1,7 @@
 // Row pieces of the fused residual add + RMSNorm shared by its kernels (add_rms_norm.cu's staged
 // forms and the unfused rows, lamport_add_rms_norm.cu's lamport form): a row's sum stored and
-// squared vector by vector, its statistic as a block reduction in a fixed tree order (so every rank
-// that finishes a row from the same values computes the same bits), and the norm pass.
+// squared vector by vector, its statistic as a block reduction in a fixed order (so every rank that
+// finishes a row from the same values computes the same bits), and the norm pass.
 #pragma once
 #include <stdint.h>
 #include <cuda_fp8.h>
@@ -11,28 +11,66 @@
 namespace symmar {
 namespace gpu {
 
-/// Block-shared storage of a kernel that finishes rows with Threads threads a block.
+/// Lanes of a warp that a block of Threads threads fills (a block below a warp is the emulator's).
+template <int Threads>
+constexpr int warpLanes() {
+  return Threads < 32 ? Threads : 32;
+}
+
+/// Rows whose statistics a block keeps at once: a kernel that finishes several rows sums them all,
+/// then passes one block barrier for all their statistics, then normalises them all.
+constexpr int kRowBatch = 8;
+
+/// Block-shared storage of a kernel that finishes rows with Threads threads a block: one partial
+/// sum of squares per warp for each row of a batch.
 template <int Threads = kThreads>
 struct NormShared {
   BlockShared sh;
-  float partial[Threads];
+  float warp_sum[kRowBatch][Threads / warpLanes<Threads>()];
 };
 
 __device__ __forceinline__ unsigned char toE4m3(float f) {
   return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
 }
 
-/// 1 / RMS of a row from each thread's sum of squares: a block reduction in a fixed tree order.
+/// What the FP8 output multiplies the norm by: 1 / fp8_scale, rounded once. A division per element
+/// would call the IEEE division's slow path, whose call costs the row loops a stack frame.
+__device__ __forceinline__ float fp8Multiplier(const KernelArgs& a) { return __frcp_rn(a.fp8_scale); }
+
+/// The first half of a row's statistic, for the row in batch slot j: each thread's sum of squares
+/// added over its warp in an xor butterfly (both lanes of a pair add the same two values, so every
+/// lane ends with the same bits), stored by lane 0. Every thread of the block calls it; a block
+/// barrier must come before slotInvRms reads the slot.
+template <int Threads>
+__device__ __forceinline__ void addRowSquares(NormShared<Threads>* ns, int j, float ss) {
+  constexpr int kLanes = warpLanes<Threads>();
+  static_assert(Threads % kLanes == 0, "whole warps");
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  if (threadIdx.x % kLanes == 0) ns->warp_sum[j][threadIdx.x / kLanes] = ss;
+}
+
+/// The second half: 1 / RMS of the row in slot j, the warps' sums added in warp order, so every
+/// thread (and every rank that finishes the row from the same values) computes the same bits.
+template <int Threads>
+__device__ __forceinline__ float slotInvRms(const NormShared<Threads>* ns, int j, size_t h, float eps) {
+  constexpr int kWarps = Threads / warpLanes<Threads>();
+  float total = ns->warp_sum[j][0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) total += ns->warp_sum[j][w];
+  // The mean as a product with 1 / h rounded once: a division would call its slow path (see
+  // fp8Multiplier).
+  return 1.0f / sqrtf(total * __frcp_rn(static_cast<float>(h)) + eps);
+}
+
+/// 1 / RMS of one row from each thread's sum of squares: two block barriers, where a shared-memory
+/// tree takes one a level.
 template <int Threads>
 __device__ __forceinline__ float rowInvRms(NormShared<Threads>* ns, float ss, size_t h, float eps) {
-  ns->partial[threadIdx.x] = ss;
+  addRowSquares(ns, 0, ss);
   __syncthreads();
-  for (int s = Threads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) ns->partial[threadIdx.x] += ns->partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = 1.0f / sqrtf(ns->partial[0] / static_cast<float>(h) + eps);
-  __syncthreads();  // partial[0] read by every thread before the next row reuses it
+  const float inv = slotInvRms(ns, 0, h, eps);
+  __syncthreads();  // every thread has read the slot before the next row's stores
   return inv;
 }
 
@@ -90,6 +128,7 @@ __device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, floa
   unsigned char* fp8 = a.fp8_out ? a.fp8_out + row * h : nullptr;
   const bool out_al = vecAligned(a.recv), gamma_al = vecAligned(a.gamma), norm_al = vecAligned(a.norm_out);
   const bool fp8_al = reinterpret_cast<uintptr_t>(a.fp8_out) % E == 0;
+  const float fp8_mul = fp8 ? fp8Multiplier(a) : 0.0f;
   for (size_t v = threadIdx.x; v < vecs; v += Threads) {
     const size_t i = v * E;
     const Vec<T> r = loadUser<T>(res_out + i, out_al);
@@ -100,7 +139,7 @@ __device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, floa
     for (int e = 0; e < E; ++e) {
       const float y = T::toFloat(r.e[e]) * inv * T::toFloat(g.e[e]);
       n.e[e] = T::fromFloat(y);
-      if (fp8) q.b[e] = toE4m3(y / a.fp8_scale);
+      if (fp8) q.b[e] = toE4m3(y * fp8_mul);
     }
     storeUser<T>(norm + i, n, norm_al);
     if (!fp8) continue;

@@ -230,7 +230,8 @@ TEST(FusedNormLayout, PeersReadTheInputInPlaceOnlyWhereNoOutputOverlapsIt) {
 TEST(FusedNormRows, AddAndNormAfterTheAllreduceMatchTheReferenceAtAnyAlignment) {
   for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
     for (size_t hidden : {size_t(7), size_t(256)}) {
-      const size_t tokens = 5, n = tokens * hidden, elem = symmarTypeSize(dt);
+      // 19 rows: under the cap of 2 blocks below, a block takes 10, more than one batch of rows.
+      const size_t tokens = 19, n = tokens * hidden, elem = symmarTypeSize(dt);
       std::vector<char> gamma(hidden * elem), res(n * elem);
       for (size_t i = 0; i < hidden; ++i) storeAs(dt, gamma.data(), i, 0.5 + static_cast<double>(i % 7) / 8.0);
       for (size_t i = 0; i < n; ++i) storeAs(dt, res.data(), i, residualAt(i / hidden, i % hidden));

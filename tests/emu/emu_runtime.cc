@@ -38,6 +38,27 @@ void BlockBarrier::leave() {
   }
 }
 
+BlockContext::BlockContext(int threads) : barrier(threads) {
+  for (int first = 0; first < threads; first += 32) {
+    warps.push_back(std::make_unique<WarpContext>(threads - first < 32 ? threads - first : 32));
+  }
+}
+
+uint32_t shuffleXor(uint32_t bits, int lane_mask) {
+  const ThreadContext& ctx = threadContext();
+  const unsigned t = ctx.thread_idx.x, lane = t % 32;
+  WarpContext& warp = *ctx.block->warps[t / 32];
+  if ((lane ^ static_cast<unsigned>(lane_mask)) >= static_cast<unsigned>(warp.lanes)) {
+    fprintf(stderr, "emulator: shuffle lane mask %d leaves the warp\n", lane_mask);
+    std::abort();
+  }
+  warp.slot[lane] = bits;
+  warp.barrier.wait();  // every lane's value is out
+  const uint32_t got = warp.slot[lane ^ static_cast<unsigned>(lane_mask)];
+  warp.barrier.wait();  // every lane has read before a next shuffle overwrites the slots
+  return got;
+}
+
 ThreadContext& threadContext() {
   static thread_local ThreadContext ctx;
   return ctx;
@@ -246,6 +267,7 @@ void addJobs(const Launch& l, std::vector<std::unique_ptr<BlockContext>>* blocks
         } else {
           kernel(l.args);
         }
+        block->warps[t / 32]->barrier.leave();
         block->barrier.leave();
         ctx.block = nullptr;
       });

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -42,10 +43,20 @@ class BlockBarrier {
   uint64_t generation_ = 0;
 };
 
-/// One emulated block: its barrier and its shared memory.
-struct BlockContext {
-  explicit BlockContext(int threads) : barrier(threads) {}
+/// One emulated warp (32 lanes, or fewer in a block below 32 threads): where its lanes exchange
+/// values for a shuffle, and the barrier that keeps the exchange in step.
+struct WarpContext {
+  explicit WarpContext(int n) : lanes(n), barrier(n) {}
+  int lanes;
   BlockBarrier barrier;
+  uint32_t slot[32] = {};
+};
+
+/// One emulated block: its barrier, its warps and its shared memory.
+struct BlockContext {
+  explicit BlockContext(int threads);
+  BlockBarrier barrier;
+  std::vector<std::unique_ptr<WarpContext>> warps;
   alignas(64) unsigned char shared[4096] = {};
 };
 
@@ -64,6 +75,10 @@ T& blockShared() {
   static_assert(sizeof(T) <= sizeof(BlockContext::shared), "block-shared storage too small");
   return *reinterpret_cast<T*>(threadContext().block->shared);
 }
+
+/// __shfl_xor_sync on 32-bit words: this lane's value goes out, lane (this ^ lane_mask)'s comes
+/// back. Every lane of the calling warp must take part, as the full mask requires on the GPU.
+uint32_t shuffleXor(uint32_t bits, int lane_mask);
 
 /// Nanoseconds of a steady clock (the emulated %globaltimer); yields, so spinning threads let the
 /// others run.
@@ -159,6 +174,13 @@ inline void __threadfence() {
   ::symmar::emu::noteFence();
 }
 inline void __threadfence_system() { __threadfence(); }
+inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof(b));
+  b = ::symmar::emu::shuffleXor(b, lane_mask);
+  std::memcpy(&v, &b, sizeof(v));
+  return v;
+}
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   const unsigned old = std::atomic_ref<unsigned>(*p).fetch_add(v, ::symmar::emu::atomicOrder());
   ::symmar::emu::noteAtomic(p);
@@ -177,6 +199,8 @@ inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
 }
 [[noreturn]] inline void __trap() { std::abort(); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// 1 / x rounded to nearest even, as the GPU's __frcp_rn (an IEEE division of 1 by x is).
+inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __uint_as_float(uint32_t b) {
   float f;
   std::memcpy(&f, &b, sizeof(f));

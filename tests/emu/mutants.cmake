@@ -2,9 +2,16 @@
 # emulator suite (under ThreadSanitizer) must catch. A mutant whose text is no longer found in the
 # sources stops the configuration, so a mutation never silently becomes the unchanged kernel.
 #
-# symmar_emu_mutant(name file "original text" "mutated text"); target symmar_emu_mutants builds them all.
+# symmar_emu_mutant(name file "original text" "mutated text" [TESTS sources...] [FILTER gtest-filter]):
+# by default the allreduce and drift suites' one-shot, two-shot and drifting cases run it; TESTS and
+# FILTER name others. Target symmar_emu_mutants builds them all.
 add_custom_target(symmar_emu_mutants)
 function(symmar_emu_mutant name file original mutated)
+  cmake_parse_arguments(MUT "" "FILTER" "TESTS" ${ARGN})
+  if(NOT MUT_TESTS)
+    set(MUT_TESTS emu_allreduce_test.cc emu_drift_test.cc)
+    set(MUT_FILTER Emulated/Kernels.*oneshot_f32_sum_n1000*:Emulated/Kernels.*twoshot_f32_sum_n1000*:Drift.TwoRanks*)
+  endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/mutant_${name})
   file(GLOB sources RELATIVE ${PROJECT_SOURCE_DIR}/cuda ${PROJECT_SOURCE_DIR}/cuda/*)
   foreach(f ${sources})
@@ -18,12 +25,11 @@ function(symmar_emu_mutant name file original mutated)
   string(REPLACE "${original}" "${mutated}" text "${text}")
   file(WRITE ${dir}/cuda/${file} "${text}")
   symmar_emu_kernels(symmar_emu_kernels_${name} KERNELS ${dir})
-  add_executable(symmar_emu_mutant_${name} emu_allreduce_test.cc emu_drift_test.cc)
+  add_executable(symmar_emu_mutant_${name} ${MUT_TESTS})
   target_link_libraries(symmar_emu_mutant_${name} PRIVATE symmar_emu_kernels_${name} GTest::gtest_main)
   add_dependencies(symmar_emu_mutants symmar_emu_mutant_${name})
   add_test(NAME emu_mutant_${name}
-           COMMAND symmar_emu_mutant_${name}
-                   --gtest_filter=Emulated/Kernels.*oneshot_f32_sum_n1000*:Emulated/Kernels.*twoshot_f32_sum_n1000*:Drift.TwoRanks*)
+           COMMAND symmar_emu_mutant_${name} --gtest_filter=${MUT_FILTER})
   set_tests_properties(emu_mutant_${name} PROPERTIES LABELS emu WILL_FAIL TRUE TIMEOUT 600
                        ENVIRONMENT SYMMAR_EMU_LONG_CALLS=100)
 endfunction()
@@ -48,3 +54,9 @@ symmar_emu_mutant(no_fence_before_done common.cuh
 symmar_emu_mutant(no_acquire_done common.cuh
   "const bool done = sched::epochReached(ptx::ld_acquire_sys(flag), calls);"
   "const bool done = sched::epochReached(ptx::ld_volatile_u32(flag), calls);")
+# The barrier after a row's statistic is read: a warp's sum for the next row may overwrite the
+# slot another warp is still reading (the blocks of several warps in the row-statistic test).
+symmar_emu_mutant(no_row_statistic_barrier norm.cuh
+  "  __syncthreads();  // every thread has read the slot before the next row's stores\n"
+  ""
+  TESTS emu_norm_test.cc FILTER RowStatistic.*)
