@@ -63,6 +63,13 @@ class EmuComm {
   /// Rank r's launch of the fused call c in `form` (one-shot, two-shot or lamport), as the CUDA
   /// backend builds it; blocks 0 when the call does not fit the form.
   Launch addRmsNormLaunchOf(int r, const AddRmsNormCall& c, symmarAlgo_t form) const;
+  /// Rank r's launch of the fused lamport call that the failure tests run: float32 rows
+  /// [tokens, hidden] of in, no residual_in, residual_out to out, norm to norm, eps 1e-6, no FP8.
+  Launch fusedLamportF32LaunchOf(int r, const float* in, float* out, float* norm, const float* gamma, size_t tokens,
+                                 size_t hidden) const {
+    const AddRmsNormCall c{in, nullptr, out, norm, gamma, nullptr, 1.0f, 1e-6f, tokens, hidden, symmarFloat32};
+    return addRmsNormLaunchOf(r, c, symmarAlgoLamport);
+  }
   /// Runs rank r's launch on rank r's own lane and returns when its kernel has finished, as a
   /// stream would: called from a thread per rank, ranks run their calls back to back, each at its
   /// own pace, with no join between calls.

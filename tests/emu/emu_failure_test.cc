@@ -114,9 +114,7 @@ TEST(LateRank, FusedLamportFailsTheCallItsPeerTimedOutOf) {
   const std::vector<float> gamma(kHidden, 1.0f);
   std::vector<Launch> l;
   for (int r = 0; r < 2; ++r) {
-    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
-                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
-    l.push_back(comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport));
+    l.push_back(comm.fusedLamportF32LaunchOf(r, in[r].data(), out[r].data(), norm[r].data(), gamma.data(), kTokens, kHidden));
   }
   l[0].args.timeout_ns = 100 * 1000000ll;
   // Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.

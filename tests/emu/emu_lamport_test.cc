@@ -217,9 +217,8 @@ std::string fusedLamportCall(EmuComm& comm, int n) {
   std::vector<Launch> launches;
   for (int r = 0; r < world; ++r) {
     for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>((r * 7 + static_cast<int>(i) + n) % 13) - 6;
-    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
-                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
-    launches.push_back(comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport));
+    launches.push_back(
+        comm.fusedLamportF32LaunchOf(r, in[r].data(), out[r].data(), norm[r].data(), gamma.data(), kTokens, kHidden));
   }
   runConcurrently(launches);
   for (int r = 0; r < world; ++r) {
@@ -246,9 +245,7 @@ TEST(LamportFailure, AFusedCallWhoseRankNeverWritesTimesOutThenPoisonsItsOutputs
       norm = out;
   const std::vector<float> gamma(kHidden, 1.0f);
   auto launch = [&](int r) {
-    const AddRmsNormCall c{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
-                           1.0f, 1e-6f, kTokens, kHidden, symmarFloat32};
-    return comm.addRmsNormLaunchOf(r, c, symmarAlgoLamport);
+    return comm.fusedLamportF32LaunchOf(r, in[r].data(), out[r].data(), norm[r].data(), gamma.data(), kTokens, kHidden);
   };
   runConcurrently({launch(0), launch(1)});
   for (int r = 0; r < 2; ++r) {
@@ -363,10 +360,9 @@ TEST(LamportFailure, AFusedLamportCallPairsOnlyWithTheSameFusedCall) {
     std::vector<Launch> launches;
     for (int r = 0; r < 2; ++r) {
       const size_t hidden = r == 0 ? 128 : 256;
-      const AddRmsNormCall fused{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
-                                 1.0f, 1e-6f, kCount / hidden, hidden, symmarFloat32};
       if (r == 0 || peer_fused) {
-        launches.push_back(comm.addRmsNormLaunchOf(r, fused, symmarAlgoLamport));
+        launches.push_back(comm.fusedLamportF32LaunchOf(r, in[r].data(), out[r].data(), norm[r].data(), gamma.data(),
+                                                        kCount / hidden, hidden));
       } else {
         EmuCall plain{symmarAlgoLamport, symmarFloat32, symmarSum, kCount, {nullptr, in[1].data()}, {nullptr, out[1].data()}};
         launches.push_back(comm.launchOf(r, plain));
