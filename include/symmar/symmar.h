@@ -273,8 +273,7 @@ symmarResult_t symmarAllGatherAlgo(const void* sendbuf, void* recvbuf, size_t se
  * block in tensor parallelism. For a [tokens, hidden] partial output on every rank:
  *   residual_out = allreduce_sum(input) + residual_in          (residual_in NULL: + 0)
  *   norm_out     = residual_out * rsqrt(mean_row(residual_out^2) + eps) * gamma
- *   fp8_out      = E4M3(norm / fp8_scale), rounded to nearest even, saturated at +-448 (optional;
- *                  GPU kernels multiply by 1 / fp8_scale rounded once)
+ *   fp8_out      = E4M3(norm / fp8_scale), rounded to nearest even, saturated at +-448 (optional)
  * The sum and the statistics are fp32: the sum is rounded once to dtype (residual_out), the row
  * statistics are taken over residual_out as stored, norm_out is rounded from fp32, and fp8_out is
  * quantized from the fp32 norm. Every rank gets the same bits.
