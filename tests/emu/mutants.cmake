@@ -2,12 +2,16 @@
 # emulator suite (under ThreadSanitizer) must catch. A mutant whose text is no longer found in the
 # sources stops the configuration, so a mutation never silently becomes the unchanged kernel.
 #
-# symmar_emu_mutant(name file "original text" "mutated text" [TESTS sources...] [FILTER gtest-filter]):
-# by default the allreduce and drift suites' one-shot, two-shot and drifting cases run it; TESTS and
-# FILTER name others. Target symmar_emu_mutants builds them all.
+# symmar_emu_mutant(name file "original text" "mutated text" [TESTS sources...] [FILTER gtest-filter]
+#                   [THREADS n]): by default the allreduce and drift suites' one-shot, two-shot and
+# drifting cases run it, at one warp a block; TESTS, FILTER and THREADS say otherwise. Target
+# symmar_emu_mutants builds them all.
 add_custom_target(symmar_emu_mutants)
 function(symmar_emu_mutant name file original mutated)
-  cmake_parse_arguments(MUT "" "FILTER" "TESTS" ${ARGN})
+  cmake_parse_arguments(MUT "" "FILTER;THREADS" "TESTS" ${ARGN})
+  if(NOT MUT_THREADS)
+    set(MUT_THREADS 32)
+  endif()
   if(NOT MUT_TESTS)
     set(MUT_TESTS emu_allreduce_test.cc emu_drift_test.cc)
     set(MUT_FILTER Emulated/Kernels.*oneshot_f32_sum_n1000*:Emulated/Kernels.*twoshot_f32_sum_n1000*:Drift.TwoRanks*)
@@ -24,7 +28,7 @@ function(symmar_emu_mutant name file original mutated)
   endif()
   string(REPLACE "${original}" "${mutated}" text "${text}")
   file(WRITE ${dir}/cuda/${file} "${text}")
-  symmar_emu_kernels(symmar_emu_kernels_${name} KERNELS ${dir})
+  symmar_emu_kernels(symmar_emu_kernels_${name} KERNELS ${dir} THREADS ${MUT_THREADS})
   add_executable(symmar_emu_mutant_${name} ${MUT_TESTS})
   target_link_libraries(symmar_emu_mutant_${name} PRIVATE symmar_emu_kernels_${name} GTest::gtest_main)
   add_dependencies(symmar_emu_mutants symmar_emu_mutant_${name})
@@ -60,3 +64,11 @@ symmar_emu_mutant(no_row_statistic_barrier norm.cuh
   "  __syncthreads();  // every thread has read the slot before the next row's stores\n"
   ""
   TESTS emu_norm_test.cc FILTER RowStatistic.*)
+# The barrier after a batch of rows is normalised: a warp's sum for the next batch's first row may
+# overwrite a slot another warp is still reading. Only blocks of several warps can show it, so the
+# fused suite runs at 64 threads a block here (64 rows on 3 blocks: three batches a block).
+symmar_emu_mutant(no_row_batch_barrier add_rms_norm.cu
+  "    __syncthreads();  // every slot read before the next batch's stores\n"
+  ""
+  TESTS emu_add_rms_norm_test.cc THREADS 64
+  FILTER Emulated/FusedNorm.*oneshot_f32_64x128*:Emulated/FusedNorm.*twoshot_f32_64x128*:FusedNormRows.*)
