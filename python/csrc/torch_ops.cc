@@ -1,10 +1,11 @@
-// libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_, all_reduce, all_gather
-// and reduce_scatter.
+// libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_, all_reduce, all_gather,
+// reduce_scatter and all_reduce_add_rms_norm.
 //
 // The ops' schemas, their fake implementations and their Python kernels live in symmar/ops.py.
 // When this library loads, it takes the CPU and CUDA kernels of these ops: a dense tensor of a
 // symmar dtype on the comm's own device (reduced with sum/max/min) goes straight to
-// symmarAllReduce, symmarAllGather or symmarReduceScatter on torch's current stream, without
+// symmarAllReduce, symmarAllGather, symmarReduceScatter or symmarAllReduceAddRmsNorm on torch's
+// current stream, without
 // entering Python. That is the path of every call an engine makes in its decode loop (the
 // allreduces, the logits' gather), and the dispatcher into a Python kernel cost more than the
 // collective of a small tensor. Every other call (another dtype or device, a strided tensor,
@@ -18,7 +19,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -175,6 +178,52 @@ at::Tensor reduceScatter(const at::Tensor& x, int64_t comm, c10::string_view op)
   return python.call(x, comm, op);
 }
 
+/// Whether t is a dense tensor like x (dtype and device), for the fused call's other operands.
+bool denseLike(const at::Tensor& t, const at::Tensor& x) {
+  return dense(t) && t.scalar_type() == x.scalar_type() && t.device() == x.device();
+}
+
+/// (residual_out, norm_out) of the fused allreduce + residual add + RMSNorm over x's last dim. The
+/// compiled path takes algo "auto" on dense float32/float16/bfloat16 operands of one dtype on the
+/// comm's device, gamma of x's last dim, a residual of x's shape and a finite eps >= 0: what a
+/// compiled decoder block passes. Everything else (and a call of no elements) goes to the Python
+/// kernel, which checks and explains as the binding does.
+std::tuple<at::Tensor, at::Tensor> allReduceAddRmsNorm(const at::Tensor& x, const at::Tensor& gamma,
+                                                       const c10::optional<at::Tensor>& residual, int64_t comm,
+                                                       double eps, c10::string_view algo) {
+  CompiledCall c;
+  const bool fusedType = x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf ||
+                         x.scalar_type() == at::kBFloat16;
+  const bool takes = algo == "auto" && fusedType && x.dim() >= 1 && x.numel() > 0 && eps >= 0 &&
+                     std::isfinite(eps) && denseLike(gamma, x) && gamma.numel() == x.size(-1) &&
+                     (!residual.has_value() || (denseLike(*residual, x) && residual->sizes() == x.sizes())) &&
+                     compiledCall(x, comm, &c);
+  if (takes) {
+    at::Tensor residualOut = at::empty_like(x, at::MemoryFormat::Contiguous);
+    at::Tensor normOut = at::empty_like(x, at::MemoryFormat::Contiguous);
+    symmarAddRmsNormArgs_t args{};
+    args.input = x.data_ptr();
+    args.residual_in = residual.has_value() ? residual->data_ptr() : nullptr;
+    args.residual_out = residualOut.data_ptr();
+    args.norm_out = normOut.data_ptr();
+    args.gamma = gamma.data_ptr();
+    args.eps = static_cast<float>(eps);
+    args.hidden = static_cast<size_t>(x.size(-1));
+    args.tokens = static_cast<size_t>(x.numel() / x.size(-1));
+    args.dtype = c.type;
+    const symmarResult_t res = symmarAllReduceAddRmsNorm(&args, c.bound.comm, c.stream);
+    if (res != symmarSuccess) raiseFailure(x, comm, res);
+    return {residualOut, normOut};
+  }
+  static auto python =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("symmar::_py_all_reduce_add_rms_norm", "")
+          .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                    const c10::optional<at::Tensor>&, int64_t, double,
+                                                    c10::string_view)>();
+  return python.call(x, gamma, residual, comm, eps, algo);
+}
+
 }  // namespace
 
 extern "C" {
@@ -200,6 +249,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
+  m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
 }
 
 TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
@@ -207,4 +257,5 @@ TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
+  m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
 }

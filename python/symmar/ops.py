@@ -14,11 +14,11 @@ collected raises ValueError. A closed comm raises the binding's own SymmarError 
 The ops call Comm.all_reduce_ / all_reduce / all_reduce_add_rms_norm, so every check on the
 tensors stays in the binding; the fake implementations give shapes and dtypes only.
 
-Where the build made libsymmar_torch (a Python with torch at build time), all_reduce_,
-all_reduce, all_gather and reduce_scatter have compiled kernels: a dense tensor of a symmar dtype on
-the comm's device, op sum/max/min, goes to symmarAllReduce, symmarAllGather or symmarReduceScatter
-without entering Python; every other call goes on to the
-Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
+Where the build made libsymmar_torch (a Python with torch at build time), every op has a compiled
+kernel: a dense tensor of a symmar dtype on the comm's device, op sum/max/min, goes to
+symmarAllReduce, symmarAllGather or symmarReduceScatter without entering Python, and
+all_reduce_add_rms_norm's dense float32/float16/bfloat16 operands (algo "auto") to
+symmarAllReduceAddRmsNorm; every other call goes on to the Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
 """
 import ctypes
 import itertools
@@ -197,7 +197,7 @@ _op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambd
     has_compiled_kernel=True)
 _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
-    lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)))
+    lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)), has_compiled_kernel=True)
 _op('reduce_scatter(Tensor x, int comm, str op="sum") -> Tensor', _reduce_scatter,
     lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)), has_compiled_kernel=True)
 _op('all_gather(Tensor x, int comm) -> Tensor', _all_gather,
