@@ -6,8 +6,10 @@ start fewer). The greedy ids must be equal on both paths, the plugin must have s
 tensor-parallel group on both workers, and in eager mode symmar must have run every allreduce the
 workers made after the switch (vLLM's own path none), and vLLM's path every one before it; in both
 modes symmar must have served the all_gathers (the logits', along the last dim; every one in eager
-mode). And, against vLLM's own optimization-level tables, that the plugin turns the default of vLLM's
-fuse_allreduce_rms pass off.
+mode). In compiled mode, symmar's fusion pass must have rewritten every allreduce of the model into
+the fused allreduce + residual add + RMSNorm on both workers (the embedding's, and two a layer:
+each is followed by a norm layer), and in eager mode none. And, against vLLM's own optimization-level
+tables, that the plugin turns the default of vLLM's fuse_allreduce_rms pass off.
 
     python check_vllm_plugin.py WORK_DIR
 """
@@ -91,6 +93,11 @@ def main():
         if mode == "eager" and any(c["vllm"] == 0 or c["symmar"] != 0 or c["symmar_gather"] != 0
                                    for c in on["calls_off"]):
             failures.append("eager: vLLM's own path did not serve the first run: %s" % on["calls_off"])
+        # The model's allreduces: the embedding's, then the attention's and the MLP's of each layer.
+        want_fused = 1 + 2 * 4 if mode == "compiled" else 0
+        if any(r.get("fused") != want_fused for r in records):
+            failures.append("%s: the fusion pass rewrote %s allreduce + RMSNorm chains, not %d on each worker"
+                            % (mode, [r.get("fused") for r in records], want_fused))
         # The logits' all_gather (along the last dim) runs in Python in both modes; with every size
         # taken after the engine's start (vllm_tp2.py's gather_everything), every one of the
         # eager run's, and the compiled run's after its warm-up.

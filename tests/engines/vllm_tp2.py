@@ -32,8 +32,8 @@ def make_model(path):
 
 def plugin_record(_self=None):
     """Runs in a worker (collective_rpc): what the plugin did there."""
-    from symmar.integrations import vllm as plugin
-    return {"served": dict(plugin.served), "calls": dict(plugin.calls)}
+    from symmar.integrations import fusion, vllm as plugin
+    return {"served": dict(plugin.served), "calls": dict(plugin.calls), "fused": fusion.fused_calls[0]}
 
 
 def gather_everything(_self=None):

@@ -19,6 +19,12 @@ vLLM's compile cache key hashes vLLM's own environment variables; the plugin add
 them, so a graph compiled with symmar is never reused without it, or the other way round. When on,
 it also makes the default of vLLM's fuse_allreduce_rms pass off (FlashInfer's fused kernel would
 otherwise take the allreduces followed by an RMSNorm on Hopper and Blackwell GPUs).
+
+In vLLM's default compiled mode on CPUs (inductor, one trace), the plugin also gives inductor
+symmar.integrations.fusion's pass (unless SYMMAR_VLLM_FUSE=0, or the compilation config names a
+post-grad pass of its own): each allreduce symmar serves that is followed by the residual add and
+RMSNorm of the next norm layer becomes one fused symmar call. The pass's uuid enters vLLM's and
+inductor's compile-cache keys.
 """
 import functools
 import logging
@@ -29,6 +35,7 @@ from ._plugin import group_communicator, switched_on
 
 _log = logging.getLogger("vllm.symmar")
 _ENV = "SYMMAR_VLLM"
+_FUSE_ENV = "SYMMAR_VLLM_FUSE"  # 0 keeps the allreduce and the norm apart in compiled graphs
 # The communicators patched: module, class, and whether its all_reduce is in place (the CPU one
 # reduces into its input and returns it; the CUDA one returns a new tensor and leaves its input).
 _COMMUNICATORS = (("vllm.distributed.device_communicators.cpu_communicator", "CpuCommunicator", True),
@@ -65,6 +72,7 @@ def register():
     if not enabled():
         return
     _default_allreduce_rms_fusion_off()
+    _fusion_pass_in_cpu_compile()
     import importlib
     for module_name, cls_name, in_place in _COMMUNICATORS:
         if not in_place and not _cuda_available():
@@ -137,6 +145,41 @@ def _default_allreduce_rms_fusion_off():
     if replaced == 0:
         _log.warning("symmar: vLLM's optimization-level tables do not name enable_allreduce_rms_fusion: its "
                      "fuse_allreduce_rms pass keeps vLLM's default (turn it off in the compilation config)")
+
+
+def _fusion_pass_in_cpu_compile():
+    """Gives vLLM's CPU compilation (inductor, one trace) symmar's allreduce + add + RMSNorm fusion
+    pass: after vLLM's CpuPlatform has set its compilation config up, the pass is added as
+    inductor's post-grad custom pass, where the config names none. Every worker receives the same
+    config, so every rank compiles with the pass or none does."""
+    if os.environ.get(_FUSE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+        return
+    try:
+        from vllm.platforms import cpu
+        from .fusion import AddRmsNormFusion
+    except Exception:  # noqa: BLE001  a vLLM without a CPU platform, or a torch without inductor
+        return
+    original = cpu.CpuPlatform.check_and_update_config
+    if getattr(original, "_symmar_fusion", False):
+        return
+
+    def check_and_update_config(cls, vllm_config):
+        original.__func__(cls, vllm_config)
+        cc = vllm_config.compilation_config
+        inductor = cc.inductor_compile_config
+        key = "post_grad_custom_post_pass"
+        if getattr(getattr(cc, "mode", None), "name", "") != "DYNAMO_TRACE_ONCE" or cc.backend != "inductor" \
+                or isinstance(inductor.get(key), AddRmsNormFusion):
+            return
+        if key in inductor:
+            _log.info("symmar: the compilation config names its own %s: allreduce + RMSNorm stay apart", key)
+            return
+        inductor[key] = AddRmsNormFusion()
+        _log.info("symmar: compiled graphs fuse symmar's allreduce with the residual add and RMSNorm after it "
+                  "(%s=0 keeps them apart)", _FUSE_ENV)
+
+    check_and_update_config._symmar_fusion = True
+    cpu.CpuPlatform.check_and_update_config = classmethod(check_and_update_config)
 
 
 def _patch(cls, in_place):
