@@ -140,8 +140,10 @@ int main(int argc, char** argv) {
       "with peer access, rows of whole 16-byte vectors and calls of at most 256 KiB (the next entry\n"
       "otherwise); no built-in row names it until it has been measured on a GPU. Where a comm has no\n"
       "fused rows, it runs one-shot where the allreduce's row gives oneshot or lamport for the same\n"
-      "bytes, two-shot otherwise; a fused call with fewer tokens than ranks is always one-shot (or\n"
-      "lamport), and past a row's last threshold unfused however few its tokens. On\n"
+      "bytes, two-shot otherwise. With fewer tokens than ranks (too few rows for the two-shot) a\n"
+      "two-shot gives way to the one-shot where the allreduce's row gives oneshot or lamport for the\n"
+      "bytes and to the unfused allreduce and norm otherwise; past a row's last threshold the call is\n"
+      "unfused however few its tokens. On\n"
       "GPUs no fused form runs for more tokens than the fused kernel's grid (a block a row; past it\n"
       "rows queue in a block), whatever the row says.\n\n");
   for (int arch : knownArchs(tables)) {

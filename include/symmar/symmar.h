@@ -302,11 +302,11 @@ typedef struct {
  * comms with peer access, for rows of whole 16-byte vectors and calls of at most 256 KiB, the
  * next entry otherwise); where there are none, it is
  * planned like an allreduce of that size (the one-shot form where the tables say one-shot or
- * lamport, the two-shot form otherwise). A fused form with fewer tokens than ranks is the one-shot one. A comm without a fused
- * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or
- * hidden 0 succeeds and moves nothing (buffers may be NULL; on the host backend it still takes
- * part in call matching, like an allreduce of count 0). Where a row fits only the one-shot form's
- * staging layout, the one-shot form runs. Host backend: stream must be NULL.
+ * lamport, the two-shot form otherwise). With fewer tokens than ranks a two-shot so chosen gives way to the one-shot where
+ * the allreduce of those bytes is a one-shot, and to the allreduce, then the add and norm, where not. A comm without a fused
+ * form (no shared memory) runs the allreduce, then the add and norm on each rank. tokens or hidden 0 succeeds and moves
+ * nothing (buffers may be NULL; on the host backend it still takes part in call matching, like an allreduce of count 0).
+ * Where a row fits only the one-shot form's staging layout, the one-shot form runs. Host backend: stream must be NULL.
  */
 symmarResult_t symmarAllReduceAddRmsNorm(const symmarAddRmsNormArgs_t* args, symmarComm_t comm, void* stream);
 /**

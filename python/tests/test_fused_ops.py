@@ -25,9 +25,15 @@ TIMEOUT_MS = 20000
 # The norm's tolerance, relative to the largest value of the row: the fp32 result rounded once to
 # the dtype, plus fp32's own error.
 RTOL = {torch.float32: 1e-5, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
-# Inductor as an engine compiles: the first form of functionalised in-place ops (vLLM sets it);
-# and no compile cache, so that the pass runs (a cached graph of an earlier run skips it).
-OPTIONS = {"enable_auto_functionalized_v2": False, "force_disable_caches": True}
+# Inductor as an engine compiles: the first form of functionalised in-place ops (vLLM sets it). The
+# pass tests compile without inductor's caches (no_compile_cache), so that the pass runs: a graph
+# cached by an earlier run skips it.
+OPTIONS = {"enable_auto_functionalized_v2": False}
+
+
+def no_compile_cache():
+    import torch._inductor.config as inductor_config
+    return inductor_config.patch(force_disable_caches=True)
 
 
 def _ints(rank, shape, dtype, seed):
@@ -173,7 +179,8 @@ def test_pass_fuses_the_block_ends_it_should_and_only_those(comm):
     before = fusion.fused_calls[0]
     f = _blocks(h)
     options = dict(OPTIONS, post_grad_custom_post_pass=fusion.AddRmsNormFusion())
-    outs = torch.compile(f, fullgraph=True, options=options)(*_block_inputs(0))
+    with no_compile_cache():
+        outs = torch.compile(f, fullgraph=True, options=options)(*_block_inputs(0))
     assert fusion.fused_calls[0] - before == 3
     failures = _block_failures(outs, 1, 0)
     assert not failures, "\n".join(failures)
@@ -190,7 +197,8 @@ def _pass_rank(rank, nranks, store, out_dir):
         dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=nranks)
         comm = symmar.Comm.from_process_group(None, "cpu", timeout_ms=TIMEOUT_MS)
         options = dict(OPTIONS, post_grad_custom_post_pass=fusion.AddRmsNormFusion())
-        outs = torch.compile(_blocks(ops.handle(comm)), fullgraph=True, options=options)(*_block_inputs(rank))
+        with no_compile_cache():
+            outs = torch.compile(_blocks(ops.handle(comm)), fullgraph=True, options=options)(*_block_inputs(rank))
         fused = fusion.fused_calls[0]
         failures = _block_failures(outs, nranks, rank)
         comm.close()

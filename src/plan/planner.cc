@@ -146,17 +146,29 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   if (fused_row.num_entries > 0 && bytes > fused_row.entries[fused_row.num_entries - 1].max_bytes) {
     return symmarAlgoAuto;
   }
-  if (!two || tokens < static_cast<size_t>(topo.world_size)) return one ? symmarAlgoOneShot : symmarAlgoTwoShot;
-  if (fused_row.num_entries > 0) {
-    for (int i = 0; i < fused_row.num_entries; ++i) {
-      const TableEntry& e = fused_row.entries[i];
-      if (bytes <= e.max_bytes && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) return e.algo;
-    }
-    // A held call whose one-shot entries are disabled here takes the two-shot, available here.
-    return symmarAlgoTwoShot;
+  if (!two) return symmarAlgoOneShot;
+  const bool few_rows = tokens < static_cast<size_t>(topo.world_size);
+  // Whether the allreduce of these bytes is itself a one-shot (each rank reads every peer's whole message).
+  const auto plain_one_shot = [&] {
+    const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
+    return one && (plain == symmarAlgoOneShot || plain == symmarAlgoLamport);
+  };
+  symmarAlgo_t form = symmarAlgoAuto;
+  for (int i = 0; i < fused_row.num_entries && form == symmarAlgoAuto; ++i) {
+    const TableEntry& e = fused_row.entries[i];
+    if (bytes <= e.max_bytes && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) form = e.algo;
   }
-  const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
-  return (plain == symmarAlgoOneShot || plain == symmarAlgoLamport) && one ? symmarAlgoOneShot : symmarAlgoTwoShot;
+  // A held call whose one-shot entries are disabled here takes the two-shot, available here.
+  if (form == symmarAlgoAuto) {
+    form = fused_row.num_entries == 0 && plain_one_shot() ? symmarAlgoOneShot : symmarAlgoTwoShot;
+  }
+  if (!few_rows || !one || form == symmarAlgoOneShot) return form;
+  // Fewer rows than ranks, where the row or the allreduce says two-shot: the fused two-shot splits
+  // by rows and would leave ranks without one, and the fused one-shot reads every peer's whole rows,
+  // which is the one-shot's cost at a size where the allreduce splits the message. The allreduce
+  // (its two-shot splits within rows), then the add and norm, serves: on the host at 2 ranks, 1 token
+  // of 7168 bf16 took 7.7-9.3 us that way against 9.1-9.6 fused (symmar_norm_perf, 2026-12-06).
+  return plain_one_shot() ? symmarAlgoOneShot : symmarAlgoAuto;
 }
 
 symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_bytes[2], size_t half,

@@ -81,11 +81,12 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
 /// where the first entry of the fused call's own row (fused_row, sized by tokens x hidden
 /// elements) that holds the call names it and the form can serve it (a GPU comm with peer access,
 /// sched::lamportFusedFits). Else symmarAlgoAuto past the last threshold of a fused_row with
-/// entries, however few the tokens; else one-shot when tokens < world (a two-shot would leave some
-/// ranks without a row to finish); else the first available staged form of fused_row whose
-/// threshold holds the call. A fused row
-/// without entries defers to the plain allreduce's row (allreduce_row): one-shot where it says
-/// one-shot or lamport for the same bytes, two-shot otherwise.
+/// entries, however few the tokens; else the first available staged form of fused_row whose
+/// threshold holds the call. A fused row without entries defers to the plain allreduce's row
+/// (allreduce_row): one-shot where it says one-shot or lamport for the same bytes, two-shot
+/// otherwise. With fewer tokens than ranks a two-shot so chosen (it would leave some ranks without
+/// a row) gives way to the one-shot where allreduce_row says one-shot or lamport for the bytes, and
+/// to symmarAlgoAuto (the unfused call) otherwise.
 /// symmarAlgoAuto also when the comm has neither form (no shared memory), or for more tokens than
 /// rows_cap (non-zero: the most rows the backend's fused kernels run a block each; past it rows
 /// queue in a block and the unfused call is faster whatever the row says): the caller then runs

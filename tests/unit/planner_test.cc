@@ -392,11 +392,20 @@ TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 128, 4096, symmarBfloat16), symmarAlgoTwoShot) << "1 MiB";
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 129, 4096, symmarBfloat16), symmarAlgoAuto)
       << "past the last threshold: the allreduce, then the norm";
-  // Fewer tokens than ranks: one-shot, whatever the row says.
+  // Fewer tokens than ranks where the row says two-shot: the one-shot where the allreduce of these
+  // bytes is a one-shot, the unfused call where it is a two-shot (which splits within rows).
   fused.entries[0] = {symmarAlgoTwoShot, kUnbounded};
   fused.num_entries = 1;
-  EXPECT_EQ(planAddRmsNorm(allreduce, fused, topo(0, 0, symmarLinkHostMemory, 4, 0), 0, 3, 4096, symmarBfloat16),
-            symmarAlgoOneShot);
+  const symmarTopology_t host4 = topo(0, 0, symmarLinkHostMemory, 4, 0);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host4, 0, 3, 4096, symmarBfloat16), symmarAlgoAuto);
+  TableRow one_shot_allreduce = allreduce;
+  one_shot_allreduce.entries[0] = {symmarAlgoOneShot, kUnbounded};
+  EXPECT_EQ(planAddRmsNorm(one_shot_allreduce, fused, host4, 0, 3, 4096, symmarBfloat16), symmarAlgoOneShot);
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host4, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot)
+      << "a token per rank";
+  // ... and where the row itself says one-shot, one-shot whatever the allreduce says.
+  fused.entries[0] = {symmarAlgoOneShot, kUnbounded};
+  EXPECT_EQ(planAddRmsNorm(allreduce, fused, host4, 0, 3, 4096, symmarBfloat16), symmarAlgoOneShot);
   // ... but past the row's last threshold, unfused however few the tokens: a row whose fused call
   // lost from the smallest size measured (1 byte) holds no call.
   fused.entries[0] = {symmarAlgoOneShot, 16 * 1024};
@@ -510,7 +519,10 @@ TEST(FusedForm, PastTheRowsCapTheUnfusedCallServes) {
   fused.entries[0] = {symmarAlgoTwoShot, kUnbounded};
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 16, 64, symmarBfloat16, 16), symmarAlgoTwoShot);
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 17, 64, symmarBfloat16, 16), symmarAlgoAuto);
+  // At the cap with fewer tokens than ranks the fused one-shot where the allreduce is a one-shot.
+  allreduce.entries[0] = {symmarAlgoOneShot, kUnbounded};
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 1, 64, symmarBfloat16, 1), symmarAlgoOneShot);
+  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 2, 64, symmarBfloat16, 1), symmarAlgoAuto);
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 100000, 64, symmarBfloat16, 0), symmarAlgoTwoShot)
       << "0: no cap";
@@ -519,18 +531,30 @@ TEST(FusedForm, PastTheRowsCapTheUnfusedCallServes) {
 }
 
 // The built-in host rows, measured (tables_builtin.cc): at 2 ranks two-shot from 2 tokens of 7168 bf16
-// to 438 (6 MiB), one-shot at 1 token and above 6 MiB; from 3 ranks two-shot at every size with at
-// least a token per rank. The allreduce rows alone would give two-shot at 2 ranks from 1 KiB and
-// one-shot at 4 ranks to 64 KiB.
+// to 438 (6 MiB) and one-shot above; from 3 ranks two-shot at every size with at least a token per
+// rank. With fewer tokens than ranks the allreduce's row decides: at 2 ranks it says two-shot from
+// 4 KiB, so 1 token (14 KiB) is the unfused call; at 4 ranks one-shot to 64 KiB, so 1-3 tokens
+// (14-42 KiB) are the fused one-shot.
 TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
+  const Tables& t = Tables::builtin();
+  for (int world : {2, 4}) {
+    const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
+    const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
+    const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
+    for (int tokens = 1; tokens < world; ++tokens) {
+      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16),
+                world == 2 ? symmarAlgoAuto : symmarAlgoOneShot)
+          << "world " << world << ", " << tokens << " tokens of 7168 bf16";
+    }
+  }
   for (int world = 2; world <= 8; ++world) {
     const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, world, 0);
-    const Tables& t = Tables::builtin();
     const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
     const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
     ASSERT_GT(fused->num_entries, 0) << "world " << world << " has a fused row";
-    for (int tokens : {1, 2, 3, 8, 13, 14, 64, 128, 192, 256, 384, 438, 439, 512}) {
-      const bool two_shot = tokens >= world && (world > 2 || tokens <= 438);
+    for (int tokens : {2, 3, 8, 13, 14, 64, 128, 192, 256, 384, 438, 439, 512}) {
+      if (tokens < world) continue;  // above
+      const bool two_shot = world > 2 || tokens <= 438;
       const symmarAlgo_t want = two_shot ? symmarAlgoTwoShot : symmarAlgoOneShot;
       EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), want)
           << "world " << world << ", " << tokens << " tokens of 7168 bf16";
