@@ -85,6 +85,11 @@ const EnvVarInfo kRegistry[] = {
      "tensor-parallel allreduce of vLLM's CPU workers through symmar where its plan takes the size; 0 leaves vLLM "
      "untouched. Part of vLLM's compile cache key either way.",
      kText, kNone, kNone, kNone},
+    {"SYMMAR_VLLM_FUSE", "0 or 1", "1",
+     "Read by the vLLM plugin with SYMMAR_VLLM=1: 1 gives vLLM's CPU compilation symmar's graph pass "
+     "(symmar.integrations.fusion) that fuses each allreduce with the residual add and RMSNorm after it; 0 keeps "
+     "them apart.",
+     kText, kNone, kNone, kNone},
     {"SYMMAR_SGLANG", "0 or 1", "0",
      "Read by the SGLang plugin (symmar.integrations.sglang, loaded by SGLang's load_plugins in every process): 1 "
      "hooks SGLang's GroupCoordinator so that its tensor-parallel allreduce goes through symmar where its plan "
