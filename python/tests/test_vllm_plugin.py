@@ -9,7 +9,8 @@ compile cache key's variables, a tensor-parallel group served by symmar (the flo
 sums, in place, and the plugin's record of it), other groups and tensors symmar declines left to
 the engine's own all_reduce, the patched all_reduce traced by torch.compile(fullgraph=True), the
 gathers and reduce-scatter along every dim served by symmar with vLLM's results, and loading twice
-patching once.
+patching once. And, against a stand-in CpuPlatform, that the fusion pass joins vLLM's CPU
+compilation (inductor, one trace) unless SYMMAR_VLLM_FUSE=0 or the config names its own pass.
 """
 import os
 import sys
@@ -223,3 +224,57 @@ def _rank(rank, nranks, store, out_dir, on):
 def test_vllm_plugin(on, tmp_path):
     failures = run_ranks(_rank, tmp_path, on)
     assert not failures, "\n".join(failures[:20])
+
+
+def _fake_cpu_platform(monkeypatch, mode="DYNAMO_TRACE_ONCE", backend="inductor"):
+    """vllm.platforms.cpu.CpuPlatform, as far as the plugin's fusion pass reaches into it: its
+    check_and_update_config sets the compilation mode, backend and inductor options (vLLM 0.32 sets
+    DYNAMO_TRACE_ONCE and inductor on CPUs)."""
+    import enum
+
+    class CompilationMode(enum.Enum):
+        NONE = 0
+        DYNAMO_TRACE_ONCE = 2
+        VLLM_COMPILE = 3
+
+    class CpuPlatform:
+        @classmethod
+        def check_and_update_config(cls, vllm_config):
+            cc = vllm_config.compilation_config
+            cc.mode, cc.backend = CompilationMode[mode], backend
+            cc.inductor_compile_config.update({"dce": True})
+
+    for name in ("vllm", "vllm.platforms", "vllm.platforms.cpu"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules["vllm.platforms.cpu"].CpuPlatform = CpuPlatform
+    return CpuPlatform
+
+
+def _configured(platform, inductor=None):
+    cc = types.SimpleNamespace(mode=None, backend=None, inductor_compile_config=dict(inductor or {}))
+    platform.check_and_update_config(types.SimpleNamespace(compilation_config=cc))
+    return cc.inductor_compile_config
+
+
+@pytest.mark.parametrize("case", ["default", "twice", "own pass", "fuse off", "not inductor", "vllm compile"])
+def test_fusion_pass_joins_vllm_cpu_compilation(case, monkeypatch):
+    from symmar.integrations import vllm as plugin
+    from symmar.integrations.fusion import AddRmsNormFusion
+    monkeypatch.setenv("SYMMAR_VLLM_FUSE", "0" if case == "fuse off" else "1")
+    mode = "VLLM_COMPILE" if case == "vllm compile" else "DYNAMO_TRACE_ONCE"
+    platform = _fake_cpu_platform(monkeypatch, mode, "eager" if case == "not inductor" else "inductor")
+    plugin._fusion_pass_in_cpu_compile()
+    if case == "twice":
+        wrapped = platform.check_and_update_config.__func__
+        plugin._fusion_pass_in_cpu_compile()
+        assert platform.check_and_update_config.__func__ is wrapped, "wrapped twice"
+    own = object()
+    got = _configured(platform, {"post_grad_custom_post_pass": own} if case == "own pass" else None)
+    assert got["dce"] is True, "vLLM's own settings kept"
+    fused = got.get("post_grad_custom_post_pass")
+    if case in ("default", "twice"):
+        assert isinstance(fused, AddRmsNormFusion)
+    elif case == "own pass":
+        assert fused is own, "the compilation config's own pass is kept"
+    else:
+        assert fused is None, "no pass where vLLM does not compile with inductor once, or the user said 0"
