@@ -340,7 +340,8 @@ def test_a_failed_collective_raises_the_binding_error():
         for call in (lambda: torch.ops.symmar.all_reduce_(torch.ones(4), h),
                      lambda: torch.ops.symmar.all_reduce(torch.ones(4), h),
                      lambda: torch.ops.symmar.all_gather(torch.ones(4), h),
-                     lambda: torch.ops.symmar.reduce_scatter(torch.ones(4), h)):
+                     lambda: torch.ops.symmar.reduce_scatter(torch.ones(4), h),
+                     lambda: torch.ops.symmar.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(4), None, h)):
             with pytest.raises(symmar.SymmarError):  # rank 1 never calls: rank 0 gives up
                 call()
     finally:
