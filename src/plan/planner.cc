@@ -158,7 +158,8 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
     const TableEntry& e = fused_row.entries[i];
     if (bytes <= e.max_bytes && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) form = e.algo;
   }
-  // A held call whose one-shot entries are disabled here takes the two-shot, available here.
+  // No entry serves: without a row, the allreduce's row decides; with one, the entries that hold the
+  // call are disabled here, and the two-shot (available) takes it.
   if (form == symmarAlgoAuto) {
     form = fused_row.num_entries == 0 && plain_one_shot() ? symmarAlgoOneShot : symmarAlgoTwoShot;
   }
