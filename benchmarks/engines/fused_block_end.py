@@ -1,5 +1,5 @@
 """A tensor-parallel decoder block's end on CPUs, compiled as vLLM compiles it (torch.compile,
-inductor, one dynamic trace): the allreduce of the row-parallel output, the residual add and the
+inductor, no guards checked per call; here one graph a batch size): the allreduce of the row-parallel output, the residual add and the
 RMSNorm in vLLM's native form. Side by side in one run, round after round:
 
 - `fused`: symmar's allreduce, with symmar.integrations.fusion's pass (what vLLM runs with the

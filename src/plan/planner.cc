@@ -148,11 +148,12 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   }
   if (!two) return symmarAlgoOneShot;
   const bool few_rows = tokens < static_cast<size_t>(topo.world_size);
-  // Whether the allreduce of these bytes is itself a one-shot (each rank reads every peer's whole message).
-  const auto plain_one_shot = [&] {
-    const symmarAlgo_t plain = planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum);
-    return one && (plain == symmarAlgoOneShot || plain == symmarAlgoLamport);
-  };
+  // Whether the allreduce of these bytes is itself a one-shot (each rank reads every peer's whole
+  // message); planned only where it decides.
+  const symmarAlgo_t plain = fused_row.num_entries == 0 || few_rows
+                                 ? planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum)
+                                 : symmarAlgoAuto;
+  const bool plain_one_shot = one && (plain == symmarAlgoOneShot || plain == symmarAlgoLamport);
   symmarAlgo_t form = symmarAlgoAuto;
   for (int i = 0; i < fused_row.num_entries && form == symmarAlgoAuto; ++i) {
     const TableEntry& e = fused_row.entries[i];
@@ -161,7 +162,7 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   // No entry serves: without a row, the allreduce's row decides; with one, the entries that hold the
   // call are disabled here, and the two-shot (available) takes it.
   if (form == symmarAlgoAuto) {
-    form = fused_row.num_entries == 0 && plain_one_shot() ? symmarAlgoOneShot : symmarAlgoTwoShot;
+    form = fused_row.num_entries == 0 && plain_one_shot ? symmarAlgoOneShot : symmarAlgoTwoShot;
   }
   if (!few_rows || !one || form == symmarAlgoOneShot) return form;
   // Fewer rows than ranks, where the row or the allreduce says two-shot: the fused two-shot splits
@@ -169,7 +170,7 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   // which is the one-shot's cost at a size where the allreduce splits the message. The allreduce
   // (its two-shot splits within rows), then the add and norm, serves: on the host at 2 ranks, 1 token
   // of 7168 bf16 took 7.7-9.3 us that way against 9.1-9.6 fused (symmar_norm_perf, 2026-12-06).
-  return plain_one_shot() ? symmarAlgoOneShot : symmarAlgoAuto;
+  return plain_one_shot ? symmarAlgoOneShot : symmarAlgoAuto;
 }
 
 symmarResult_t fitAddRmsNormForm(const AddRmsNormCall& call, const size_t row_bytes[2], size_t half,
