@@ -153,8 +153,9 @@ __device__ __forceinline__ unsigned prologueVerdict(const KernelArgs& a, const B
 /// peer's memory: a graph replay or a call queued before the host noticed never pairs with
 /// abandoned data. True when the block may go on; one block barrier, after which the next kernel
 /// on the stream may start its own prologue (it waits for this one's end before reading anything).
-/// A kernel that gets false writes NaN over its outputs (poisonOutputs), so that a replayed graph
-/// shows the failure in its results instead of leaving the last good ones in place.
+/// A block that gets false writes NaN over its share of the outputs (poisonShare), so that a
+/// replayed graph shows the failure in its results instead of leaving the last good ones in place:
+/// on a comm that failed before, every block fails here and the whole output becomes NaN.
 __device__ __forceinline__ bool entryCheck(const KernelArgs& a, BlockShared* sh) {
   ptx::griddep_wait();
   const int t = threadIdx.x;
@@ -189,6 +190,20 @@ __device__ __forceinline__ void poisonOutputs(const KernelArgs& a) {
   fillElements<unsigned char>(a.fp8_out, a.count, 0x7f);
 }
 
+/// Elements [begin, end) of an allreduce's outputs (recv, and the fused call's norm and FP8
+/// outputs) overwritten with NaN by this block's threads. For a kernel whose blocks may write their
+/// outputs after a failure (the lamport forms): a block that fails at entry poisons only the share
+/// it would have written, never a part a sibling block that passed its entry is writing.
+template <typename T>
+__device__ __forceinline__ void poisonShare(const KernelArgs& a, size_t begin, size_t end) {
+  using Bits = typename T::Bits;
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    static_cast<Bits*>(a.recv)[i] = T::kNaN;
+    if (a.norm_out) static_cast<Bits*>(a.norm_out)[i] = T::kNaN;
+    if (a.fp8_out) a.fp8_out[i] = 0x7f;
+  }
+}
+
 /// Start of every barrier kernel, the entry check merged in: thread 0 reads the comm's failure
 /// record and the call count while thread p < world reads peer p's failed word and done flag in this
 /// rank's own pad; one block barrier, and the verdict. Every peer must have finished its previous
@@ -196,6 +211,10 @@ __device__ __forceinline__ void poisonOutputs(const KernelArgs& a) {
 /// peer may still read; where one has not, its thread waits for it and a second barrier follows.
 /// Only this rank's own memory is read before the verdict: a comm that failed before still exits
 /// here before it touches a peer (on a failed comm: NaN outputs). False when the block must exit.
+/// A failing block poisons every output, not only its share: a barrier kernel's blocks write only
+/// after a barrier with every peer passed, and stop at the first failed one, so a sibling writes
+/// beside the poison only where a failure came between their barriers (a timeout mid-call); the
+/// call fails either way.
 template <typename T>
 __device__ __forceinline__ bool blockBegin(const KernelArgs& a, BlockShared* sh, uint32_t* epoch) {
   ptx::griddep_wait();

@@ -21,13 +21,13 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAllReduce(const SYM
   using Bits = typename T::Bits;
   constexpr size_t vec = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(BlockShared, sh);
+  const size_t nvec = (a.count + vec - 1) / vec;  // data vectors (the header is the slot's last)
+  const sched::Range mine = sched::splitRange(0, nvec, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), 1);
   if (!entryCheck(a, &sh)) {
-    poisonOutputs<T>(a);
+    poisonShare<T>(a, mine.begin * vec, mine.end * vec < a.count ? mine.end * vec : a.count);
     return;
   }
   const LamportCall c = lamportCall(a);
-  const size_t nvec = (a.count + vec - 1) / vec;  // data vectors (the header is the slot's last)
-  const sched::Range mine = sched::splitRange(0, nvec, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), 1);
   for (size_t v = mine.begin + threadIdx.x; v < mine.end; v += kLamportThreads) lamportPush<T>(a, c.buf, v);
   lamportPushHeader<T>(a, c);
 

@@ -23,12 +23,12 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAddRmsNorm(const SY
   using Bits = typename T::Bits;
   constexpr size_t E = Vec<T>::kElems;
   SYMMAR_BLOCK_SHARED(NormShared<kLamportThreads>, ns);
+  const size_t h = a.hidden, row_vecs = h / E, tokens = a.count / h;
   if (!entryCheck(a, &ns.sh)) {
-    poisonOutputs<T>(a);
+    for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) poisonShare<T>(a, r * h, (r + 1) * h);
     return;
   }
   const LamportCall c = lamportCall(a);
-  const size_t h = a.hidden, row_vecs = h / E, tokens = a.count / h;
   for (size_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     for (size_t j = threadIdx.x; j < row_vecs; j += kLamportThreads) lamportPush<T>(a, c.buf, r * row_vecs + j);
   }

@@ -168,6 +168,64 @@ TEST(FailedComm, FusedCallWritesNanOverEveryOutput) {
   }
 }
 
+// A lamport block that fails at entry while a sibling block of the same kernel passed its entry
+// (the comm failed in between, as a peer's mismatch reported mid-call makes it) poisons only the
+// share it would have written: the sibling may be writing its own rows. Each block runs alone, as
+// one that starts after its siblings have ended; the comm is marked failed as a sibling's report
+// leaves it. Only once every block has run is every output NaN, and nothing past the call is.
+TEST(FailedComm, ALamportBlockFailingAtEntryPoisonsOnlyItsOwnShare) {
+  EmuOptions o;
+  o.world = 2;
+  o.multicast = false;
+  EmuComm comm(o);
+  comm.state(0).reported = 1;
+  const uint32_t kNanBits = 0x7fc00000u;
+  auto isNan = [&](float x) {
+    uint32_t w;
+    std::memcpy(&w, &x, 4);
+    return w == kNanBits;
+  };
+  // Fused: 6 rows of 64; block b owns rows b, b + grid, ...
+  constexpr size_t kTokens = 6, kHidden = 64, kCount = kTokens * kHidden;
+  std::vector<float> in(kCount, 1.0f), out(kCount + 8, 5.0f), norm = out;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  Launch fused = comm.fusedLamportF32LaunchOf(0, in.data(), out.data(), norm.data(), gamma.data(), kTokens, kHidden);
+  ASSERT_GE(fused.blocks, 2);
+  for (int b = 0; b < fused.blocks; ++b) {
+    fused.only_block = b;
+    comm.launchOn(0, fused);
+    for (size_t row = 0; row < kTokens; ++row) {
+      const bool poisoned = static_cast<int>(row % static_cast<size_t>(fused.blocks)) <= b;
+      for (size_t i = row * kHidden; i < (row + 1) * kHidden; ++i) {
+        ASSERT_EQ(isNan(out[i]), poisoned) << "after block " << b << ": row " << row;
+        ASSERT_EQ(isNan(norm[i]), poisoned) << "after block " << b << ": row " << row;
+      }
+    }
+  }
+  for (size_t i = kCount; i < kCount + 8; ++i) ASSERT_TRUE(out[i] == 5.0f && norm[i] == 5.0f) << "written past the call";
+
+  // Plain: 3000 elements; each block's share is one run of them, apart from every other block's.
+  constexpr size_t kPlain = 3000;
+  std::vector<float> send(kPlain, 1.0f), recv(kPlain + 8, 5.0f);
+  EmuCall c{symmarAlgoLamport, symmarFloat32, symmarSum, kPlain, {send.data(), nullptr}, {recv.data(), nullptr}};
+  Launch plain = comm.launchOf(0, c);
+  ASSERT_GE(plain.blocks, 2);
+  size_t poisoned = 0;
+  for (int b = 0; b < plain.blocks; ++b) {
+    plain.only_block = b;
+    comm.launchOn(0, plain);
+    size_t now = 0;
+    for (size_t i = 0; i < kPlain; ++i) now += isNan(recv[i]) ? 1 : 0;
+    ASSERT_GT(now, poisoned) << "block " << b << " poisoned nothing";
+    if (b + 1 < plain.blocks) {
+      ASSERT_LT(now, kPlain) << "block " << b << " poisoned its siblings' shares";
+    }
+    poisoned = now;
+  }
+  EXPECT_EQ(poisoned, kPlain);
+  for (size_t i = kPlain; i < kPlain + 8; ++i) ASSERT_EQ(recv[i], 5.0f) << "written past the call";
+}
+
 // Ranks that make different calls: each rank's start barrier carries its call's signature, so a
 // mismatch fails the comm on every rank (symmarInvalidUsage) instead of pairing the calls. Each
 // pair runs on a fresh comm with one block a call, so both ranks meet at the same flags: another

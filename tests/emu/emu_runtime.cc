@@ -250,6 +250,7 @@ void addJobs(const Launch& l, std::vector<std::unique_ptr<BlockContext>>* blocks
   using ProbeKernel = void (*)(gpu::ProbeArgs);
   const Kernel kernel = reinterpret_cast<Kernel>(const_cast<void*>(l.kernel));
   for (int b = 0; b < l.blocks; ++b) {
+    if (l.only_block >= 0 && b != l.only_block) continue;
     blocks->push_back(std::make_unique<BlockContext>(l.threads));
     BlockContext* block = blocks->back().get();
     for (int t = 0; t < l.threads; ++t) {

@@ -111,6 +111,8 @@ struct Launch {
   gpu::KernelArgs args;
   const gpu::ProbeArgs* probe = nullptr;
   int threads = gpu::kThreads;  ///< per block
+  /// >= 0: run only this block of the grid (a block that starts after its siblings have ended).
+  int only_block = -1;
 };
 /// Runs every launch's grid concurrently (as ranks' kernels run at once on their GPUs) and
 /// returns when every emulated thread has exited.
