@@ -183,36 +183,47 @@ bool denseLike(const at::Tensor& t, const at::Tensor& x) {
   return dense(t) && t.scalar_type() == x.scalar_type() && t.device() == x.device();
 }
 
-/// (residual_out, norm_out) of the fused allreduce + residual add + RMSNorm over x's last dim. The
-/// compiled path takes algo "auto" on dense float32/float16/bfloat16 operands of one dtype on the
-/// comm's device, gamma of x's last dim, a residual of x's shape and a finite eps >= 0: what a
-/// compiled decoder block passes. Everything else (and a call of no elements) goes to the Python
-/// kernel, which checks and explains as the binding does.
+/// Whether the fused call's operands take the compiled path: algo "auto" on dense float32/float16/
+/// bfloat16 operands of one dtype on the comm's device, gamma of x's last dim, a residual (where
+/// given) of x's shape and a finite eps >= 0: what a compiled decoder block passes.
+bool fusedOperands(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor* residual, double eps,
+                   c10::string_view algo) {
+  const bool fusedType = x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf ||
+                         x.scalar_type() == at::kBFloat16;
+  return algo == "auto" && fusedType && x.dim() >= 1 && x.numel() > 0 && eps >= 0 && std::isfinite(eps) &&
+         denseLike(gamma, x) && gamma.numel() == x.size(-1) &&
+         (residual == nullptr || (denseLike(*residual, x) && residual->sizes() == x.sizes()));
+}
+
+/// Runs symmarAllReduceAddRmsNorm over x's rows; raises the binding's error where it fails.
+void runFused(const at::Tensor& x, const at::Tensor& gamma, const void* residualIn, void* residualOut,
+              void* normOut, int64_t comm, double eps, const CompiledCall& c) {
+  symmarAddRmsNormArgs_t args{};
+  args.input = x.data_ptr();
+  args.residual_in = residualIn;
+  args.residual_out = residualOut;
+  args.norm_out = normOut;
+  args.gamma = gamma.data_ptr();
+  args.eps = static_cast<float>(eps);
+  args.hidden = static_cast<size_t>(x.size(-1));
+  args.tokens = static_cast<size_t>(x.numel() / x.size(-1));
+  args.dtype = c.type;
+  const symmarResult_t res = symmarAllReduceAddRmsNorm(&args, c.bound.comm, c.stream);
+  if (res != symmarSuccess) raiseFailure(x, comm, res);
+}
+
+/// (residual_out, norm_out) of the fused allreduce + residual add + RMSNorm over x's last dim, new
+/// tensors. Calls fusedOperands refuses (and a call of no elements) go to the Python kernel, which
+/// checks and explains as the binding does.
 std::tuple<at::Tensor, at::Tensor> allReduceAddRmsNorm(const at::Tensor& x, const at::Tensor& gamma,
                                                        const c10::optional<at::Tensor>& residual, int64_t comm,
                                                        double eps, c10::string_view algo) {
   CompiledCall c;
-  const bool fusedType = x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf ||
-                         x.scalar_type() == at::kBFloat16;
-  const bool takes = algo == "auto" && fusedType && x.dim() >= 1 && x.numel() > 0 && eps >= 0 &&
-                     std::isfinite(eps) && denseLike(gamma, x) && gamma.numel() == x.size(-1) &&
-                     (!residual.has_value() || (denseLike(*residual, x) && residual->sizes() == x.sizes())) &&
-                     compiledCall(x, comm, &c);
-  if (takes) {
+  if (fusedOperands(x, gamma, residual.has_value() ? &*residual : nullptr, eps, algo) && compiledCall(x, comm, &c)) {
     at::Tensor residualOut = at::empty_like(x, at::MemoryFormat::Contiguous);
     at::Tensor normOut = at::empty_like(x, at::MemoryFormat::Contiguous);
-    symmarAddRmsNormArgs_t args{};
-    args.input = x.data_ptr();
-    args.residual_in = residual.has_value() ? residual->data_ptr() : nullptr;
-    args.residual_out = residualOut.data_ptr();
-    args.norm_out = normOut.data_ptr();
-    args.gamma = gamma.data_ptr();
-    args.eps = static_cast<float>(eps);
-    args.hidden = static_cast<size_t>(x.size(-1));
-    args.tokens = static_cast<size_t>(x.numel() / x.size(-1));
-    args.dtype = c.type;
-    const symmarResult_t res = symmarAllReduceAddRmsNorm(&args, c.bound.comm, c.stream);
-    if (res != symmarSuccess) raiseFailure(x, comm, res);
+    runFused(x, gamma, residual.has_value() ? residual->data_ptr() : nullptr, residualOut.data_ptr(),
+             normOut.data_ptr(), comm, eps, c);
     return {residualOut, normOut};
   }
   static auto python =
@@ -222,6 +233,24 @@ std::tuple<at::Tensor, at::Tensor> allReduceAddRmsNorm(const at::Tensor& x, cons
                                                     const c10::optional<at::Tensor>&, int64_t, double,
                                                     c10::string_view)>();
   return python.call(x, gamma, residual, comm, eps, algo);
+}
+
+/// In place, as the engines' fused_add_rms_norm: residual = allreduce_sum(x) + residual, then x =
+/// its RMSNorm times gamma. No outputs to allocate: at a few tokens the two new tensors of the
+/// functional form cost more than the norm. Tensors that share memory go to the Python kernel.
+void allReduceAddRmsNormInPlace(at::Tensor& x, at::Tensor& residual, const at::Tensor& gamma, int64_t comm,
+                                double eps) {
+  CompiledCall c;
+  if (fusedOperands(x, gamma, &residual, eps, "auto") && !x.is_alias_of(residual) && compiledCall(x, comm, &c)) {
+    runFused(x, gamma, residual.data_ptr(), residual.data_ptr(), x.data_ptr(), comm, eps, c);
+    x.unsafeGetTensorImpl()->bump_version();
+    residual.unsafeGetTensorImpl()->bump_version();
+    return;
+  }
+  static auto python = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("symmar::_py_all_reduce_add_rms_norm_", "")
+                           .typed<void(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, double)>();
+  python.call(x, residual, gamma, comm, eps);
 }
 
 }  // namespace
@@ -250,6 +279,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
+  m.impl("all_reduce_add_rms_norm_", &allReduceAddRmsNormInPlace);
 }
 
 TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
@@ -258,4 +288,5 @@ TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
+  m.impl("all_reduce_add_rms_norm_", &allReduceAddRmsNormInPlace);
 }

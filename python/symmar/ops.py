@@ -5,6 +5,7 @@
     torch.ops.symmar.all_reduce_(x, h)                 # in place; op="sum"|"max"|"min"|"avg"
     y = torch.ops.symmar.all_reduce(x, h, "max")       # out of place
     res, norm = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, residual, h, 1e-6)
+    torch.ops.symmar.all_reduce_add_rms_norm_(x, residual, gamma, h, 1e-6)  # residual, x = res, norm
     y = torch.ops.symmar.reduce_scatter(x, h)          # this rank's block (dim 0 split in nranks)
     y = torch.ops.symmar.all_gather(x, h)              # every rank's x, stacked along dim 0
 
@@ -17,8 +18,8 @@ tensors stays in the binding; the fake implementations give shapes and dtypes on
 Where the build made libsymmar_torch (a Python with torch at build time), every op has a compiled
 kernel: a dense tensor of a symmar dtype on the comm's device, op sum/max/min, goes to
 symmarAllReduce, symmarAllGather or symmarReduceScatter without entering Python, and
-all_reduce_add_rms_norm's dense float32/float16/bfloat16 operands (algo "auto") to
-symmarAllReduceAddRmsNorm; every other call goes on to the Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
+all_reduce_add_rms_norm's and all_reduce_add_rms_norm_'s dense float32/float16/bfloat16 operands
+(algo "auto") to symmarAllReduceAddRmsNorm; every other call goes on to the Python kernels below. SYMMAR_TORCH_OPS=python keeps the Python kernels. ops.compiled says which.
 """
 import ctypes
 import itertools
@@ -156,12 +157,26 @@ def _all_reduce(x, comm, op="sum"):
 
 def _all_reduce_add_rms_norm(x, gamma, residual, comm, eps=1e-6, algo="auto"):
     """(residual_out, norm_out) = (allreduce_sum(x) + residual, RMSNorm(residual_out) * gamma), both
-    new contiguous tensors like x (Comm.all_reduce_add_rms_norm without fp8). Functional: compiled
-    graphs reuse buffers themselves, so the binding's in-place forms are not needed here."""
+    new contiguous tensors like x (Comm.all_reduce_add_rms_norm without fp8)."""
     dense = [t.contiguous() if t is not None else None for t in (x, gamma, residual)]
     res_out, norm_out = comm_of(comm).all_reduce_add_rms_norm(dense[0], dense[1], eps=eps, residual=dense[2],
                                                               algo=algo)
     return res_out, norm_out
+
+
+def _all_reduce_add_rms_norm_(x, residual, gamma, comm, eps=1e-6):
+    """In place, as the engines' fused_add_rms_norm: residual = allreduce_sum(x) + residual, then
+    x = RMSNorm(residual) * gamma. Strided operands go through dense copies."""
+    c = comm_of(comm)
+    if x.is_contiguous() and residual.is_contiguous():
+        c.all_reduce_add_rms_norm(x, gamma.contiguous(), eps=eps, residual=residual, residual_out=residual, norm_out=x)
+    else:
+        res_out, norm_out = c.all_reduce_add_rms_norm(x.contiguous(), gamma.contiguous(), eps=eps,
+                                                      residual=residual.contiguous())
+        residual.copy_(res_out)
+        x.copy_(norm_out)
+    _increment_version(x)
+    _increment_version(residual)
 
 
 def _reduce_scatter(x, comm, op="sum"):
@@ -198,6 +213,8 @@ _op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambd
 _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,
     lambda x, gamma, residual, comm, eps=1e-6, algo="auto": (_empty(x), _empty(x)), has_compiled_kernel=True)
+_op('all_reduce_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor gamma, int comm, float eps=1e-06) -> ()',
+    _all_reduce_add_rms_norm_, lambda x, residual, gamma, comm, eps=1e-6: None, has_compiled_kernel=True)
 _op('reduce_scatter(Tensor x, int comm, str op="sum") -> Tensor', _reduce_scatter,
     lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)), has_compiled_kernel=True)
 _op('all_gather(Tensor x, int comm) -> Tensor', _all_gather,

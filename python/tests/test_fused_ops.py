@@ -62,8 +62,8 @@ def _check(name, got, want, dtype, failures):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_fused_op_at_two_ranks_against_float64(dtype):
     # Ranks as threads: dense operands take the compiled kernel where libsymmar_torch is loaded; a
-    # strided input and a forced algo go on to the Python kernel; the results must agree with
-    # float64 either way.
+    # strided input and a forced algo go on to the Python kernel; the results (of the in-place op:
+    # residual and x after the call) must agree with float64 either way.
     from rank_threads import run_threads
     comms = symmar.Comm.init_all(2, devices=["cpu", "cpu"], timeout_ms=TIMEOUT_MS)
     try:
@@ -73,7 +73,15 @@ def test_fused_op_at_two_ranks_against_float64(dtype):
 
         def rank(comm):
             h, x = handles[comm.rank], xs[comm.rank]
+
+            def in_place(xi, ri):  # residual becomes residual_out, x norm_out
+                torch.ops.symmar.all_reduce_add_rms_norm_(xi, ri, gamma, h, 1e-5)
+                return ri, xi
+
             return {"dense": torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, res, h, 1e-5),
+                    "in place": in_place(x.clone(), res.clone()),
+                    "in place, 3-d": in_place(x.clone().view(2, 3, 40), res.clone().view(2, 3, 40)),
+                    "in place, strided": in_place(x.t().contiguous().t(), res.clone()),
                     "no residual": torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, None, h, 1e-5),
                     "3-d": torch.ops.symmar.all_reduce_add_rms_norm(x.view(2, 3, 40), gamma, res.view(2, 3, 40),
                                                                     h, 1e-5),
@@ -173,6 +181,45 @@ def test_pass_fuses_the_block_ends_it_should_and_only_those(comm):
     assert fusion.fused_calls[0] - before == 3
     failures = _block_failures(outs, 1, 0)
     assert not failures, "\n".join(failures)
+
+
+def test_in_place_op_refuses_x_and_residual_in_one_buffer(comm):
+    x, gamma = torch.ones(2, 8), torch.ones(8)
+    with pytest.raises((ValueError, symmar.SymmarError)):
+        torch.ops.symmar.all_reduce_add_rms_norm_(x, x, gamma, ops.handle(comm), 1e-6)
+    with pytest.raises((ValueError, symmar.SymmarError)):
+        flat = x.view(-1)  # two rows of 8 that share 4 elements
+        torch.ops.symmar.all_reduce_add_rms_norm_(flat[:8].view(1, 8), flat[4:12].view(1, 8), gamma, ops.handle(comm), 1e-6)
+    assert torch.equal(x, torch.ones(2, 8)), "a refused call wrote its operands"
+
+
+def test_pass_threads_the_residual_through_layers_in_place(comm):
+    # Four block ends as a decoder stack has them: each block's residual_out is the next one's
+    # residual. Every chain takes the in-place op (inductor runs it on the graph's own buffers), and
+    # the result equals eager code's: float32, one rank (the allreduce is the identity).
+    from torch._inductor.utils import run_and_get_code
+    h = ops.handle(comm)
+
+    def f(x, w, r0):
+        res, hs = r0 * 1, x
+        for _ in range(4):
+            y = hs * 2  # the row-parallel layer's partial output
+            torch.ops.symmar.all_reduce_(y, h)
+            hs, res = _rms_norm(y, w, 1e-6, res)
+        return hs, res
+
+    x, w, r = _ints(0, (3, 64), torch.float32, 1), _ints(1, (64,), torch.float32, 2), _ints(2, (3, 64), torch.float32, 3)
+    options = dict(OPTIONS, post_grad_custom_post_pass=fusion.AddRmsNormFusion())
+    before = fusion.fused_calls[0]
+    with no_compile_cache():
+        got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True, options=options), x, w, r)
+    assert fusion.fused_calls[0] - before == 4
+    assert code.count("symmar.all_reduce_add_rms_norm_.default(") == 4, code
+    assert "symmar.all_reduce_add_rms_norm.default(" not in code and "symmar.all_reduce_.default(" not in code
+    want = f(x, w, r)
+    for name, a, b in (("norm", got[0], want[0]), ("residual", got[1], want[1])):
+        err = ((a - b).abs() / b.abs().amax().clamp_min(1e-30)).max().item()
+        assert err < 1e-5, "%s off by %.3g of the largest value" % (name, err)
 
 
 def test_pass_uuid_names_its_source():

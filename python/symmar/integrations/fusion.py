@@ -1,6 +1,7 @@
 """A post-grad graph pass for torch.compile's inductor backend: an allreduce through symmar followed
 by a residual add and an RMSNorm, as a tensor-parallel decoder block ends in eager code (vLLM's
-native rms_norm and fused_add_rms_norm), becomes one torch.ops.symmar.all_reduce_add_rms_norm call:
+native rms_norm and fused_add_rms_norm), becomes one fused call (torch.ops.symmar.all_reduce_add_rms_norm_
+in place where there is a residual, all_reduce_add_rms_norm where there is none):
 
     torch.compile(fn, options={"post_grad_custom_post_pass": AddRmsNormFusion()})
 
@@ -36,6 +37,7 @@ _aten = torch.ops.aten
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce.default
 _FUSED = torch.ops.symmar.all_reduce_add_rms_norm.default
+_FUSED_IN_PLACE = torch.ops.symmar.all_reduce_add_rms_norm_.default
 _CONVERT = torch.ops.prims.convert_element_type.default
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -209,17 +211,36 @@ def _closed(match):
     return all(n in redirected or all(u in removed for u in n.users) for n in match.removed)
 
 
+def _in_place(match):
+    """Whether the chain takes the in-place op: a residual, and x and residual dense and apart."""
+    if match.residual is None or match.residual is match.x:
+        return False
+    xv, rv = _val(match.x), _val(match.residual)
+    return xv.is_contiguous() and rv.is_contiguous()
+
+
 def _rewrite(graph, node, match):
-    with graph.inserting_before(node):
-        fused = graph.call_function(_FUSED, (match.x, match.weight, match.residual, match.comm, match.eps))
-        residual_out = graph.call_function(operator.getitem, (fused, 0))
-        norm_out = graph.call_function(operator.getitem, (fused, 1))
     xv = _val(match.x)
     with getattr(xv, "fake_mode", None) or contextlib.nullcontext():
         dense = torch.empty_like(xv, memory_format=torch.contiguous_format)
-        out = (dense, torch.empty_like(dense))
-    fused.meta["val"] = out
-    residual_out.meta["val"], norm_out.meta["val"] = out
+        res_val, norm_val = dense, torch.empty_like(dense)
+    with graph.inserting_before(node):
+        if _in_place(match):
+            # The in-place op, functionalised as the graph holds in-place ops: inductor's reinplacing
+            # then runs it on x and residual themselves where nothing later reads their old values
+            # (and on copies where something does), so no output is allocated.
+            fused = graph.call_function(
+                torch.ops.higher_order.auto_functionalized, (_FUSED_IN_PLACE,),
+                {"x": match.x, "residual": match.residual, "gamma": match.weight, "comm": match.comm, "eps": match.eps})
+            fused.meta["val"] = (None, norm_val, res_val)
+            norm_out = graph.call_function(operator.getitem, (fused, 1))
+            residual_out = graph.call_function(operator.getitem, (fused, 2))
+        else:
+            fused = graph.call_function(_FUSED, (match.x, match.weight, match.residual, match.comm, match.eps))
+            fused.meta["val"] = (res_val, norm_val)
+            residual_out = graph.call_function(operator.getitem, (fused, 0))
+            norm_out = graph.call_function(operator.getitem, (fused, 1))
+    residual_out.meta["val"], norm_out.meta["val"] = res_val, norm_val
     for n in match.as_residual:
         n.replace_all_uses_with(residual_out)
     match.end.replace_all_uses_with(norm_out)
