@@ -151,6 +151,10 @@ def test_schemas_declare_the_mutation():
     fused = torch.ops.symmar.all_reduce_add_rms_norm.default._schema
     assert not any(a.alias_info is not None and a.alias_info.is_write for a in fused.arguments)
     assert len(fused.returns) == 2
+    in_place = torch.ops.symmar.all_reduce_add_rms_norm_.default._schema
+    assert [a.name for a in in_place.arguments if a.alias_info is not None and a.alias_info.is_write] == \
+        ["x", "residual"]
+    assert not in_place.returns
 
 
 def test_opcheck(comm):
@@ -163,6 +167,9 @@ def test_opcheck(comm):
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x, torch.ones(6), x + 1, h, 1e-5)),
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x.bfloat16(), torch.ones(6).bfloat16(),
                                                                          None, h)),
+                     (torch.ops.symmar.all_reduce_add_rms_norm_.default, (x.clone(), x + 1, torch.ones(6), h, 1e-5)),
+                     (torch.ops.symmar.all_reduce_add_rms_norm_.default, (x.t().contiguous().t(), x + 1,
+                                                                          torch.ones(6), h)),  # strided: copied back
                      (torch.ops.symmar.reduce_scatter.default, (x, h, "min")),
                      (torch.ops.symmar.all_gather.default, (x.t(), h))):
         torch.library.opcheck(op, args)  # schema, fake vs real, autograd registration, aot dispatch
