@@ -354,3 +354,12 @@ def test_a_failed_collective_raises_the_binding_error():
     finally:
         for c in comms:
             c.close()
+    # The in-place fused op as the call that times out (not only on a comm already failed).
+    comms = symmar.Comm.init_all(2, devices=["cpu", "cpu"], timeout_ms=300)
+    try:
+        with pytest.raises(symmar.SymmarError):
+            torch.ops.symmar.all_reduce_add_rms_norm_(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4),
+                                                      ops.handle(comms[0]))
+    finally:
+        for c in comms:
+            c.close()

@@ -41,32 +41,36 @@ TEST(GpuFailure, MissingRankTimesOut) {
 
 // Rank 1 calls alone and times out; then rank 0 calls late. Its kernel must exit at entry (rank 1
 // pushed its failed word) without reading rank 1's data, write NaN over its output (no stale or
-// partial result passes for one), and report symmarPeerFailure.
+// partial result passes for one), and report symmarPeerFailure. The two-shot and the lamport form
+// (whose blocks each poison their own share of the output: together, all of it).
 TEST(GpuFailure, AfterATimeoutTheLateRankProducesNoData) {
   SKIP_WITHOUT_GPU();
-  LocalWorld w({0, 0}, 300, 0);
-  ASSERT_TRUE(w.ok()) << w.error();
-  const size_t count = 4096;
-  std::vector<float*> buf(2);
-  for (int r = 0; r < 2; ++r) CUDA_OK(devAlloc(&buf[r], count * 4));
-  CUDA_OK(cudaMemset(buf[0], 0x5a, count * 4));
-  CUDA_OK(cudaMemset(buf[1], 0, count * 4));
-  CUDA_OK(cudaDeviceSynchronize());
-  SYMMAR_OK(symmarAllReduceAlgo(buf[1], buf[1], count, symmarFloat32, symmarSum, symmarAlgoTwoShot, w.comm(1),
-                                w.stream(1)));
-  CUDA_OK(cudaStreamSynchronize(w.stream(1)));
-  symmarResult_t async = symmarSuccess;
-  SYMMAR_OK(symmarCommGetAsyncError(w.comm(1), &async));
-  ASSERT_EQ(symmarTimeout, async);
-  SYMMAR_OK(symmarAllReduceAlgo(buf[0], buf[0], count, symmarFloat32, symmarSum, symmarAlgoTwoShot, w.comm(0),
-                                w.stream(0)));
-  CUDA_OK(cudaStreamSynchronize(w.stream(0)));
-  SYMMAR_OK(symmarCommGetAsyncError(w.comm(0), &async));
-  EXPECT_EQ(symmarPeerFailure, async);
-  std::vector<uint32_t> out(count);
-  CUDA_OK(cudaMemcpy(out.data(), buf[0], count * 4, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < count; ++i) ASSERT_EQ(0x7fc00000u, out[i]) << "element " << i << " is not NaN after the failure";
-  for (int r = 0; r < 2; ++r) cudaFree(buf[r]);
+  for (symmarAlgo_t algo : {symmarAlgoTwoShot, symmarAlgoLamport}) {
+    SCOPED_TRACE(symmarAlgoName(algo));
+    LocalWorld w({0, 0}, 300, 0);
+    ASSERT_TRUE(w.ok()) << w.error();
+    const size_t count = 4096;
+    std::vector<float*> buf(2);
+    for (int r = 0; r < 2; ++r) CUDA_OK(devAlloc(&buf[r], count * 4));
+    CUDA_OK(cudaMemset(buf[0], 0x5a, count * 4));
+    CUDA_OK(cudaMemset(buf[1], 0, count * 4));
+    CUDA_OK(cudaDeviceSynchronize());
+    SYMMAR_OK(symmarAllReduceAlgo(buf[1], buf[1], count, symmarFloat32, symmarSum, algo, w.comm(1), w.stream(1)));
+    CUDA_OK(cudaStreamSynchronize(w.stream(1)));
+    symmarResult_t async = symmarSuccess;
+    SYMMAR_OK(symmarCommGetAsyncError(w.comm(1), &async));
+    ASSERT_EQ(symmarTimeout, async);
+    SYMMAR_OK(symmarAllReduceAlgo(buf[0], buf[0], count, symmarFloat32, symmarSum, algo, w.comm(0), w.stream(0)));
+    CUDA_OK(cudaStreamSynchronize(w.stream(0)));
+    SYMMAR_OK(symmarCommGetAsyncError(w.comm(0), &async));
+    EXPECT_EQ(symmarPeerFailure, async);
+    std::vector<uint32_t> out(count);
+    CUDA_OK(cudaMemcpy(out.data(), buf[0], count * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(0x7fc00000u, out[i]) << "element " << i << " is not NaN after the failure";
+    }
+    for (int r = 0; r < 2; ++r) cudaFree(buf[r]);
+  }
 }
 
 /// A CUDA failure symmar reports in its own result does not surface again in the caller's next
