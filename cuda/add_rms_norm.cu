@@ -6,8 +6,11 @@
 //    chunk) in rank order and publishes their sums in staging half 1; after a second barrier every
 //    rank finishes every row (residual add, norm, fp8) from its owner's sums. Only the sums cross
 //    between ranks, and a rank's outputs all come from its own residual_in, as in the one-shot.
-// Row r of every chunk is handled by block r % grid on every rank (myRow), so per-block flags order
-// every staging access, as in the plain kernels.
+// Row r of every chunk is handled by group r % groups on every rank (RowGroup: a block a row, or,
+// where a call has fewer rows than the grid may have blocks, a row's vectors split among a group of
+// blocks, whose statistic adds their parts' sums in part order), and each block of a group takes
+// the same part of the row on every rank, so per-block flags order every staging access, as in the
+// plain kernels.
 #include <cstdint>
 
 #include "cuda/norm.cuh"
@@ -15,13 +18,6 @@
 namespace symmar {
 namespace gpu {
 namespace {
-
-/// Whether this block handles row r of a chunk (stages it, finishes it on its owner, copies it out).
-/// The assignment depends on r alone, never on the chunk's size or its owners' slices, so the same
-/// block index stages, finishes and publishes a staging row in every chunk on every rank, and its
-/// per-block flags order every access to that row (common.cuh). With a block a row, the staging and
-/// the copies of other owners' rows take every block, and the finishing one block per owned row.
-__device__ __forceinline__ bool myRow(size_t r) { return r % gridDim.x == blockIdx.x; }
 
 /// Where a row's sources lie: every rank's input rows of the chunk (the fused forms: each rank's
 /// staging half, or its input in place in its heap, as the start barrier told: sourceOf), or one
@@ -72,7 +68,8 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared<>* ns,
   }
 }
 
-/// The sum pass of row `row` (rows of whole vectors, vectorRows): every source's vector summed in
+/// The sum pass of vectors [vr.begin, vr.end) of row `row` (rows of whole vectors, vectorRows), the
+/// part of it this block takes (RowGroup): every source's vector summed in
 /// rank order with residual_in, rounded once, stored to residual_out; returns this thread's sum of
 /// squares of what it stored. Same arithmetic per element as finishRow, 16-byte accesses where a
 /// buffer is aligned. kSrcs: the most sources (kMaxRanks, or 1 for a single source, the allreduce's
@@ -80,15 +77,15 @@ __device__ __forceinline__ void finishRow(const KernelArgs& a, NormShared<>* ns,
 /// aligned).
 template <typename T, int kSrcs>
 __device__ __forceinline__ float sumRowVec(const KernelArgs& a, const RowSources<T>& srcs, size_t local, size_t row,
-                                           bool srcs_al) {
+                                           sched::Range vr, bool srcs_al) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
-  const size_t h = a.hidden, vecs = h / E;
+  const size_t h = a.hidden;
   const Bits* res_in = a.residual_in ? static_cast<const Bits*>(a.residual_in) + row * h : nullptr;
   Bits* res_out = static_cast<Bits*>(a.recv) + row * h;
   const bool in_al = vecAligned(a.residual_in), out_al = vecAligned(a.recv);
   float ss = 0.0f;
-  for (size_t v = threadIdx.x; v < vecs; v += kThreads) {
+  for (size_t v = vr.begin + threadIdx.x; v < vr.end; v += kThreads) {
     const size_t i = v * E;
     VecAcc<T, symmarSum> acc;
     if (kSrcs == 1) {
@@ -117,34 +114,40 @@ struct RowJob {
   size_t local;
 };
 
-/// Finishes the rows this block takes of a chunk of `rows` rows that starts at row r0 of the call:
-/// rows blockIdx.x, blockIdx.x + grid, ... (myRow), each summed from job(r). Rows of whole vectors
-/// go kRowBatch at a time: every row's sum pass, one block barrier for all their statistics, then
-/// every row's norm pass, so a block with several rows neither waits at a barrier per row nor
-/// holds its warps in step between rows. Each row's arithmetic is the same as alone. Other rows go
-/// one at a time (finishRow).
+/// Finishes the rows this block's group takes of a chunk of `rows` rows that starts at row r0 of
+/// the call: rows g.group, g.group + g.groups, ..., each summed from job(r), this block's part of
+/// each. Rows of whole vectors go kRowBatch at a time: every row's sum pass, one block barrier for
+/// all their statistics (and, where a row is spread over a group, one group barrier), then every
+/// row's norm pass, so a block with several rows neither waits at a barrier per row nor holds its
+/// warps in step between rows. Each row's arithmetic is the same as alone. Other rows go one at a
+/// time (finishRow; the host spreads only rows of whole vectors). False when a group barrier failed.
 template <typename T, int kSrcs, typename JobOf>
-__device__ __forceinline__ void finishMyRows(const KernelArgs& a, NormShared<>* ns, size_t r0, size_t rows, JobOf job,
-                                             bool srcs_al = true) {
-  const size_t step = gridDim.x;
+__device__ __forceinline__ bool finishMyRows(const KernelArgs& a, NormShared<>* ns, RowGroup* g, size_t r0, size_t rows,
+                                             JobOf job, bool srcs_al = true) {
+  const size_t step = g->groups;
   if (!vectorRows<T>(a.hidden)) {
-    for (size_t r = blockIdx.x; r < rows; r += step) {
+    for (size_t r = g->group; r < rows; r += step) {
       const RowJob<T> j = job(r);
       finishRow<T, kSrcs>(a, ns, j.srcs, j.local, r0 + r);
     }
-    return;
+    return true;
   }
-  for (size_t first = blockIdx.x; first < rows; first += kRowBatch * step) {
+  const sched::Range vr = partVecs(*g, a.hidden / Vec<T>::kElems);
+  for (size_t first = g->group; first < rows; first += kRowBatch * step) {
     int n = 0;
     for (size_t r = first; r < rows && n < kRowBatch; r += step, ++n) {
       const RowJob<T> j = job(r);
-      addRowSquares(ns, n, sumRowVec<T, kSrcs>(a, j.srcs, j.local, r0 + r, srcs_al));
+      addRowSquares(ns, n, sumRowVec<T, kSrcs>(a, j.srcs, j.local, r0 + r, vr, srcs_al));
     }
     __syncthreads();
+    if (g->parts > 1 && !groupInvRms(a, ns, g, n)) return false;
     size_t row = r0 + first;
-    for (int k = 0; k < n; ++k, row += step) normRowVec<T, kThreads>(a, row, slotInvRms(ns, k, a.hidden, a.eps));
+    for (int k = 0; k < n; ++k, row += step) {
+      normRowVec<T, kThreads>(a, row, vr, g->parts > 1 ? ns->inv[k] : slotInvRms(ns, k, a.hidden, a.eps));
+    }
     __syncthreads();  // every slot read before the next batch's stores
   }
+  return true;
 }
 
 /// Copies n elements between a rank's buffer and staging (or between staging and a buffer), whole
@@ -180,19 +183,24 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
   // Peers read this rank's input rows in place from its heap (the host decided: no output of the
   // call overlaps them in the one-shot; in the two-shot an output is the input or apart from it).
   const bool peers_read_input = a.send_offset != kStagedInput;
+  RowGroup g = rowGroupOf(a);
+  // The elements of a row this block stages, reduces and finishes: its group's part of the row's
+  // vectors (the whole row where rows are not whole vectors: a block a row).
+  const sched::Range vr = vec ? partVecs(g, h / Vec<T>::kElems) : sched::Range{0, 0};
+  const size_t part_begin = vec ? vr.begin * Vec<T>::kElems : 0, part_end = vec ? vr.end * Vec<T>::kElems : h;
   for (size_t r0 = 0, k = 0; r0 < tokens; r0 += per_chunk, ++k) {
     const size_t rows = tokens - r0 < per_chunk ? tokens - r0 : per_chunk;
     // One-shot alternates halves between chunks; two-shot stages in half 0, publishes in half 1.
     const size_t in_half = TwoShot ? half0 : sched::stagingHalfOffset(a.staging_bytes, static_cast<int>(k & 1));
     Bits* own_in = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + in_half);
     for (size_t r = 0; r < rows && !peers_read_input; ++r) {
-      if (!myRow(r)) continue;
-      copyRow<T>(own_in + r * stride, input + (r0 + r) * h, h, vec);
+      if (!g.takes(r)) continue;
+      copyRow<T>(own_in + r * stride + part_begin, input + (r0 + r) * h + part_begin, part_end - part_begin, vec);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
     if (!TwoShot) {  // every row from every rank's input rows
       const RowSources<T> srcs{nullptr, &ns.sh, in_half, r0 * h};
-      finishMyRows<T, kMaxRanks>(a, &ns, r0, rows, [srcs](size_t r) { return RowJob<T>{srcs, r}; });
+      if (!finishMyRows<T, kMaxRanks>(a, &ns, &g, r0, rows, [srcs](size_t r) { return RowJob<T>{srcs, r}; })) return;
       continue;
     }
     // Two-shot: the sums of this rank's rows, reduced in rank order into its half 1; then, after
@@ -200,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
     const sched::Range mine = sched::rankSlice(rows, a.world, a.rank, 1);
     Bits* own_sums = reinterpret_cast<Bits*>(a.base[a.rank] + a.staging_off + half1);
     for (size_t r = mine.begin; r < mine.end; ++r) {
-      if (!myRow(r)) continue;
+      if (!g.takes(r)) continue;
       // Inputs read in place have rows of whole vectors (the host offers them only then), where
       // stride is h; a peer's offset for other rows is not followed (it would read past them).
       const Bits* src[kMaxRanks];
@@ -210,14 +218,16 @@ __global__ void __launch_bounds__(kThreads) addRmsNormAllReduce(const SYMMAR_GRI
                  : vec        ? sourceOf<T>(a, &ns.sh, p, half0, r0 * h)
                               : reinterpret_cast<const Bits*>(a.base[p] + a.staging_off + half0);
       }
-      reduceRange<T, symmarSum>(src, a.world, own_sums, nullptr, sched::Range{r * stride, r * stride + h}, true);
+      reduceRange<T, symmarSum>(src, a.world, own_sums, nullptr,
+                                sched::Range{r * stride + part_begin, r * stride + part_end}, true);
     }
     if (!blockBarrier(a, &ns.sh, &epoch, a.send_offset)) return;
-    finishMyRows<T, 1>(a, &ns, r0, rows, [&a, rows, half1, stride](size_t r) {
+    const bool done = finishMyRows<T, 1>(a, &ns, &g, r0, rows, [&a, rows, half1, stride](size_t r) {
       int q = 0;  // the row's owner: the rank whose slice holds it
       while (r >= sched::rankSlice(rows, a.world, q, 1).end) ++q;
       return RowJob<T>{{reinterpret_cast<const Bits*>(a.base[q] + a.staging_off + half1) + r * stride, nullptr, 0, 0}, 0};
     });
+    if (!done) return;
   }
   // The one-shot's peers read this rank's input until they finish; the two-shot's only before the
   // second barrier of each chunk.
@@ -234,7 +244,9 @@ __global__ void __launch_bounds__(kThreads) addRmsNormRows(const SYMMAR_GRID_CON
   SYMMAR_BLOCK_SHARED(NormShared<>, ns);
   ptx::griddep_wait();  // the allreduce before it on the stream wrote the sums
   const RowSources<T> sums{static_cast<const Bits*>(a.send), nullptr, 0, 0};  // a.world 1: the only source
-  finishMyRows<T, 1>(a, &ns, 0, a.count / a.hidden, [sums](size_t r) { return RowJob<T>{sums, r}; }, vecAligned(sums.single));
+  RowGroup g = rowGroupOf(a);  // a block a row: no DeviceState here for a group barrier
+  finishMyRows<T, 1>(a, &ns, &g, 0, a.count / a.hidden, [sums](size_t r) { return RowJob<T>{sums, r}; },
+                     vecAligned(sums.single));
   ptx::griddep_launch_dependents();
 }
 

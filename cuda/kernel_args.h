@@ -83,6 +83,12 @@ constexpr size_t kSpreadBlocks = 8;
 /// few thousand bf16) is spread over several multiprocessors instead of queued on one.
 constexpr size_t kLamportBytesPerBlock = static_cast<size_t>(kLamportThreads) * sched::kVecBytes;
 
+/// Rows whose statistics a fused kernel's block keeps at once: a block that finishes several rows
+/// sums them all, then passes one block barrier for all their statistics, then normalises them all.
+constexpr int kRowBatch = 8;
+/// The most blocks one row of the fused call is spread over (KernelArgs::row_parts).
+constexpr int kMaxRowParts = 8;
+
 /// Per-comm device memory (never shared): epochs advanced by the kernels, so graph replays work.
 struct DeviceState {
   uint32_t start_epoch[sched::kMaxBlocks];  ///< per block: last start-slot epoch published
@@ -96,6 +102,15 @@ struct DeviceState {
   uint32_t lamport_buf;
   uint32_t lamport_done;  ///< blocks of the running lamport call that finished
   uint32_t lamport_used[sched::kLamportBuffers];  ///< vectors per slot the last call of each buffer wrote
+  /// The fused call with a row spread over several blocks (KernelArgs::row_parts): the arrival word
+  /// of each group's barrier, at the group's first block. Each barrier adds 2^31 in all (the low 31
+  /// bits are 0 between barriers, whatever blocks used the word before), so its top bit flips once
+  /// every block of the group has arrived.
+  uint32_t row_sync[sched::kMaxBlocks];
+  /// Each block's sum of squares of its part of each row of a batch, in two sets that successive
+  /// group barriers use in turn (a block that passed a barrier writes the other set while a sibling
+  /// may still read this one; it can reach the set again only after that sibling's next arrival).
+  float row_part[2][sched::kMaxBlocks][kRowBatch];
 };
 
 /// The status words in mapped host memory, by index. A non-zero code (symmarTimeout or
@@ -148,6 +163,10 @@ struct KernelArgs {
   float fp8_scale;
   float eps;
   size_t hidden;
+  /// Blocks each row is spread over (a group: row r of a chunk goes to group r % (grid / row_parts),
+  /// its vectors split among the group's blocks in order); 0 or 1: a block a row. More than 1 only
+  /// for rows of whole vectors, with grid = tokens x row_parts.
+  int row_parts;
 };
 
 /// What the probe kernels (one block each) are given. Co-scheduling probe: `rounds` barrier rounds

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kLamportThreads, 1) lamportAddRmsNorm(const SY
       }
       storeSumVec<T>(&acc, res_in ? res_in + j * E : nullptr, in_al, res_out + j * E, out_al, &ss);
     }
-    normRowVec<T, kLamportThreads>(a, r, rowInvRms(&ns, ss, h, a.eps));
+    normRowVec<T, kLamportThreads>(a, r, sched::Range{0, row_vecs}, rowInvRms(&ns, ss, h, a.eps));
   }
   lamportFinish<T>(a, &ns.sh, c, tokens * row_vecs);
 }

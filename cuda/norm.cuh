@@ -17,17 +17,35 @@ constexpr int warpLanes() {
   return Threads < 32 ? Threads : 32;
 }
 
-/// Rows whose statistics a block keeps at once: a kernel that finishes several rows sums them all,
-/// then passes one block barrier for all their statistics, then normalises them all.
-constexpr int kRowBatch = 8;
-
 /// Block-shared storage of a kernel that finishes rows with Threads threads a block: one partial
 /// sum of squares per warp for each row of a batch.
 template <int Threads = kThreads>
 struct NormShared {
   BlockShared sh;
   float warp_sum[kRowBatch][Threads / warpLanes<Threads>()];
+  float inv[kRowBatch];  ///< each row's 1 / RMS where a row is spread over a group (groupInvRms)
 };
+
+/// Where a block stands among the fused call's row groups (KernelArgs::row_parts): row r of a chunk
+/// goes to group r % groups, whose blocks take its vectors in part order.
+struct RowGroup {
+  size_t groups;
+  size_t group;
+  int parts;       ///< blocks of a group (1: a block a row)
+  int part;        ///< which of its group's parts this block takes
+  uint32_t syncs;  ///< group barriers this block has passed: which set of partial sums the next uses
+  __device__ __forceinline__ bool takes(size_t r) const { return r % groups == group; }
+};
+__device__ __forceinline__ RowGroup rowGroupOf(const KernelArgs& a) {
+  const int parts = a.row_parts > 1 ? a.row_parts : 1;
+  const int b = static_cast<int>(blockIdx.x);
+  return RowGroup{gridDim.x / static_cast<size_t>(parts), static_cast<size_t>(b / parts), parts, b % parts, 0};
+}
+/// The vectors [begin, end) of a row of `vecs` vectors that this block takes: every block of a
+/// group one contiguous share, so the row's parts lie in part order.
+__device__ __forceinline__ sched::Range partVecs(const RowGroup& g, size_t vecs) {
+  return sched::splitRange(0, vecs, g.parts, g.part, 1);
+}
 
 __device__ __forceinline__ unsigned char toE4m3(float f) {
   return static_cast<unsigned char>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
@@ -61,6 +79,49 @@ __device__ __forceinline__ float slotInvRms(const NormShared<Threads>* ns, int j
   // The mean as a product with 1 / h rounded once: a division would call its slow path (see
   // fp8Multiplier).
   return 1.0f / sqrtf(total * __frcp_rn(static_cast<float>(h)) + eps);
+}
+
+/// The statistics of a batch's n rows where each row is spread over a group of blocks, once the
+/// block barrier after addRowSquares has passed: each block's sum of squares of its part of a row
+/// (its warps' sums in warp order) goes to DeviceState::row_part; one barrier of the group's blocks
+/// (co-resident: the grid is within the co-residency cap); then each row's total is the parts' sums
+/// added in part order, so every block of the group, and every rank, computes the same bits. The
+/// result is in ns->inv. False when the group barrier failed (the comm failed: a sibling gave up,
+/// or the timeout passed); the kernel must stop.
+template <int Threads>
+__device__ __forceinline__ bool groupInvRms(const KernelArgs& a, NormShared<Threads>* ns, RowGroup* g, int n) {
+  constexpr int kWarps = Threads / warpLanes<Threads>();
+  const int t = threadIdx.x;
+  const int set = static_cast<int>(g->syncs & 1u);
+  const size_t first = g->group * static_cast<size_t>(g->parts);
+  if (t < n) {
+    float mine = ns->warp_sum[t][0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) mine += ns->warp_sum[t][w];
+    a.state->row_part[set][blockIdx.x][t] = mine;
+  }
+  __syncthreads();
+  if (t == 0) {
+    uint32_t* word = &a.state->row_sync[first];
+    __threadfence();  // this block's sums before its arrival (CUDA's atomics are relaxed)
+    const uint32_t old = atomicAdd(word, g->part == 0 ? 0x80000000u - static_cast<uint32_t>(g->parts - 1) : 1u);
+    if (!boundedSpin(a, a.rank, [&] { return ((ptx::ld_acquire_sys(word) ^ old) & 0x80000000u) != 0; })) {
+      markAbort(&ns->sh);
+    }
+  }
+  __syncthreads();
+  ++g->syncs;
+  if (ns->sh.abort) return false;
+  if (t < n) {
+    // Other blocks' stores: read afresh, never from a line this block's L1 kept from the last use.
+    float total = __uint_as_float(ptx::ld_volatile_u32(reinterpret_cast<const uint32_t*>(&a.state->row_part[set][first][t])));
+    for (int q = 1; q < g->parts; ++q) {
+      total += __uint_as_float(ptx::ld_volatile_u32(reinterpret_cast<const uint32_t*>(&a.state->row_part[set][first + q][t])));
+    }
+    ns->inv[t] = 1.0f / sqrtf(total * __frcp_rn(static_cast<float>(a.hidden)) + a.eps);
+  }
+  __syncthreads();
+  return true;
 }
 
 /// 1 / RMS of one row from each thread's sum of squares: two block barriers, where a shared-memory
@@ -114,14 +175,14 @@ __device__ __forceinline__ void storeSumVec(VecAcc<T, symmarSum>* acc, const typ
   }
 }
 
-/// The norm pass of row `row` (whole vectors), once its sums are in residual_out and inv is known:
-/// norm_out = residual_out * inv * gamma, and its FP8 form where asked. Each thread reads back the
-/// vectors it stored in the sum pass (the same stride, Threads).
+/// The norm pass of vectors [vr.begin, vr.end) of row `row` (whole vectors), once its sums are in
+/// residual_out and inv is known: norm_out = residual_out * inv * gamma, and its FP8 form where
+/// asked. Each thread reads back the vectors it stored in the sum pass (the same range and stride).
 template <typename T, int Threads>
-__device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, float inv) {
+__device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, sched::Range vr, float inv) {
   using Bits = typename T::Bits;
   constexpr int E = Vec<T>::kElems;
-  const size_t h = a.hidden, vecs = h / E;
+  const size_t h = a.hidden;
   const Bits* res_out = static_cast<const Bits*>(a.recv) + row * h;
   const Bits* gamma = static_cast<const Bits*>(a.gamma);
   Bits* norm = static_cast<Bits*>(a.norm_out) + row * h;
@@ -129,7 +190,7 @@ __device__ __forceinline__ void normRowVec(const KernelArgs& a, size_t row, floa
   const bool out_al = vecAligned(a.recv), gamma_al = vecAligned(a.gamma), norm_al = vecAligned(a.norm_out);
   const bool fp8_al = reinterpret_cast<uintptr_t>(a.fp8_out) % E == 0;
   const float fp8_mul = fp8 ? fp8Multiplier(a) : 0.0f;
-  for (size_t v = threadIdx.x; v < vecs; v += Threads) {
+  for (size_t v = vr.begin + threadIdx.x; v < vr.end; v += Threads) {
     const size_t i = v * E;
     const Vec<T> r = loadUser<T>(res_out + i, out_al);
     const Vec<T> g = loadUser<T>(gamma + i, gamma_al);

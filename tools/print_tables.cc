@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
       "two-shot gives way to the one-shot where the allreduce's row gives oneshot or lamport for the\n"
       "bytes and to the unfused allreduce and norm otherwise; past a row's last threshold the call is\n"
       "unfused however few its tokens. On\n"
-      "GPUs no fused form runs for more tokens than the fused kernel's grid (a block a row; past it\n"
-      "rows queue in a block), whatever the row says.\n\n");
+      "GPUs no fused form runs for more tokens than the fused kernel's grid (at least a block a row;\n"
+      "past it rows queue in a block), whatever the row says.\n\n");
   for (int arch : knownArchs(tables)) {
     printf("## %s\n\n", archKeyName(arch).c_str());
     printSection(sectionOf(tables, arch, Collective::kAllReduce), true);

@@ -81,8 +81,12 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 /// The fused allreduce + residual add + RMSNorm of call in `form` (one-shot or two-shot: the form
 /// that runs, fitAddRmsNormForm's; or lamport, where sched::lamportFusedFits). Peers read the input
 /// in place where fusedInputOffset allows, staged otherwise (lamport pushes it). *grid receives
-/// the blocks to launch: one per row, at most ctx.max_blocks.
+/// the blocks to launch: one per row, at most ctx.max_blocks, or tokens x addRmsNormRowParts.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid);
+/// Blocks each row of the fused call's staged forms is spread over: about one 16-byte vector a
+/// thread, at most kMaxRowParts, with tokens x parts blocks within max_blocks (the co-residency
+/// cap, agreed across ranks: every rank computes the same); 1 where rows are not whole vectors.
+int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks);
 /// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
 /// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most
 /// max_grid (each takes every grid-th row): kAddRmsNormRowsBlocks, or the co-residency cap where

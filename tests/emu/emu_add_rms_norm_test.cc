@@ -28,6 +28,8 @@ struct NormCase {
   bool residual, in_place, fp8;
   bool misaligned;  ///< odd ranks' buffers one element past a 16-byte boundary (FP8: one byte)
   bool symmetric;   ///< the inputs in the symmetric heap (peers read them in place where allowed)
+  int blocks = 3;   ///< the co-residency cap: room for a row spread over several blocks where rows are few
+  size_t staging = 256 << 10;
 };
 
 void PrintTo(const NormCase& c, std::ostream* os) { *os << c.tokens << "x" << c.hidden; }
@@ -37,7 +39,9 @@ std::string normName(const testing::TestParamInfo<NormCase>& info) {
   static const char* dt[] = {"f32", "f16", "bf16"};
   return std::string(symmarAlgoName(c.form)) + "_" + dt[c.dtype] + "_" + std::to_string(c.tokens) + "x" +
          std::to_string(c.hidden) + "_w" + std::to_string(c.world) + (c.residual ? "_res" : "") +
-         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "") + (c.symmetric ? "_sym" : "");
+         (c.in_place ? "_inplace" : "") + (c.fp8 ? "_fp8" : "") + (c.misaligned ? "_misaligned" : "") + (c.symmetric ? "_sym" : "") +
+         (c.blocks != 3 ? "_b" + std::to_string(c.blocks) : "") +
+         (c.staging != (256 << 10) ? "_s" + std::to_string(c.staging >> 10) + "k" : "");
 }
 
 double tolerance(symmarDataType_t dt) { return dt == symmarFloat32 ? 1e-5 : dt == symmarFloat16 ? 2e-3 : 1.6e-2; }
@@ -51,9 +55,9 @@ TEST_P(FusedNorm, MatchesFloat64ReferenceOnEveryRank) {
   EmuOptions o;
   o.world = c.world;
   o.multicast = false;
-  o.staging_bytes = 256 << 10;
+  o.staging_bytes = c.staging;
   o.bytes_per_block = 4096;
-  o.blocks = 3;
+  o.blocks = c.blocks;
   EmuComm comm(o);
   const size_t n = c.tokens * c.hidden, elem = symmarTypeSize(c.dtype);
   // 16 spare bytes: room for the odd ranks' offset when misaligned.
@@ -139,6 +143,24 @@ std::vector<NormCase> normCases() {
       }
     }
   }
+  // Rows spread over groups of blocks (few rows, a wide cap): 8 parts of 1 row; 2 rows of 1000
+  // (uneven parts: 250 float32 vectors or 125 16-bit ones); and chunks of 2 rows over 5 rows in
+  // groups of 3, so groups sit out chunks and rows change groups between chunks.
+  for (symmarAlgo_t form : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
+      const struct {
+        size_t tokens, hidden;
+        int blocks;
+        size_t staging;
+      } spread[] = {{1, 4096, 8, 256 << 10}, {2, 1000, 16, 256 << 10}, {3, 1000, 8, 256 << 10}, {5, 4096, 16, 64 << 10}};
+      for (const auto& w : spread) {
+        const bool misaligned = k % 5 == 3;
+        cases.push_back({w.tokens, w.hidden, dt, 2 + k % 7, form, k % 2 == 0, k % 3 == 1, k % 4 == 2, misaligned,
+                         k % 2 == 1 && !misaligned, w.blocks, w.staging});
+        ++k;
+      }
+    }
+  }
   // Lamport: rows of whole vectors (hidden 128 and 4096 in every dtype; 8 and 24 in 16-bit ones),
   // up to one slot (256 KiB: 32 x 4096 bf16 fills it); more rows than the 3 blocks, so blocks take
   // several rows each.
@@ -158,6 +180,45 @@ std::vector<NormCase> normCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, FusedNorm, testing::ValuesIn(normCases()), normName);
+
+// How the host spreads a row over blocks (hand-worked for the emulator's blocks of 32 threads): about
+// one 16-byte vector a thread, at most 8 blocks, tokens x parts within the cap; never where rows
+// are not whole vectors, nor for the lamport form. Every rank computes it from the same values.
+TEST(FusedNormLayout, ARowIsSpreadOverBlocksOnlyWhereTheCapLeavesRoom) {
+  if (gpu::kThreads != 32) GTEST_SKIP() << "the hand-worked values are for 32-thread blocks";
+  auto parts = [](size_t tokens, size_t hidden, symmarDataType_t dt, int cap) {
+    AddRmsNormCall c{};
+    c.tokens = tokens;
+    c.hidden = hidden;
+    c.dtype = dt;
+    return gpu::addRmsNormRowParts(c, cap);
+  };
+  EXPECT_EQ(parts(1, 4096, symmarFloat32, 64), 8);    // 1024 vectors: 32 by threads, 8 at most
+  EXPECT_EQ(parts(1, 96, symmarFloat32, 64), 1);      // 24 vectors: one block's threads take them all
+  EXPECT_EQ(parts(1, 136, symmarBfloat16, 64), 1);    // 17 vectors
+  EXPECT_EQ(parts(1, 264, symmarBfloat16, 64), 2);    // 33 vectors
+  EXPECT_EQ(parts(2, 1000, symmarBfloat16, 16), 4);   // 125 vectors: 4 by threads
+  EXPECT_EQ(parts(3, 1000, symmarFloat32, 8), 2);     // 8 / 3 by the cap
+  EXPECT_EQ(parts(8, 4096, symmarFloat32, 8), 1);     // a block a row already fills the cap
+  EXPECT_EQ(parts(64, 4096, symmarFloat32, 8), 1);
+  EXPECT_EQ(parts(1, 4098, symmarFloat32, 64), 1);    // rows not whole vectors
+  EXPECT_EQ(parts(1, 4096, symmarFloat32, 1), 1);
+  EXPECT_EQ(parts(0, 4096, symmarFloat32, 64), 1);
+
+  EmuOptions o;
+  o.world = 2;
+  o.multicast = false;
+  o.blocks = 16;
+  EmuComm comm(o);
+  std::vector<float> buf(3 * 1000), gamma(1000, 1.0f);
+  const AddRmsNormCall call{buf.data(), nullptr, buf.data(), buf.data(), gamma.data(), nullptr, 1.0f, 1e-6f, 3, 1000,
+                            symmarFloat32};
+  int grid = 0;
+  EXPECT_EQ(gpu::makeAddRmsNormArgs(comm.context(0), call, symmarAlgoTwoShot, &grid).row_parts, 5);
+  EXPECT_EQ(grid, 15);
+  EXPECT_EQ(gpu::makeAddRmsNormArgs(comm.context(0), call, symmarAlgoLamport, &grid).row_parts, 1);
+  EXPECT_EQ(grid, 3);
+}
 
 // What the host decides a form with, for the GPU backend: the kernels' own row layouts. A row of
 // 8191 float32 (32764 bytes) fits a 32768-byte half in either form (the two-shot pads it to 32768);

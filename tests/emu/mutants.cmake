@@ -76,3 +76,11 @@ symmar_emu_mutant(no_row_batch_barrier add_rms_norm.cu
   ""
   TESTS emu_add_rms_norm_test.cc THREADS 64
   FILTER Emulated/FusedNorm.*oneshot_f32_64x128*:Emulated/FusedNorm.*twoshot_f32_64x128*:FusedNormRows.*)
+# The fence before a block of a row group arrives at the group's barrier: its partial sums of
+# squares are no longer ordered before the arrival its siblings wait for (CUDA's atomics are
+# relaxed), so a sibling may add a stale part into the row's statistic.
+symmar_emu_mutant(no_row_group_fence norm.cuh
+  "    __threadfence();  // this block's sums before its arrival (CUDA's atomics are relaxed)\n"
+  ""
+  TESTS emu_add_rms_norm_test.cc
+  FILTER Emulated/FusedNorm.*_f32_*_b8*:Emulated/FusedNorm.*_f32_*_b16*)
