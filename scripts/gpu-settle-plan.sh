@@ -34,6 +34,9 @@ if [ -x "$NORM_PERF" ]; then
     "$NORM_PERF" --local-world 4 --hidden 4096 --tokens 1,2,4,8,16,32,64,128,256,512 -n 60
   step "settle 2: fused, local world 4, SYMMAR_PDL=0" settle_2_norm_world4_pdl0.log 30 env SYMMAR_PDL=0 \
     "$NORM_PERF" --local-world 4 --hidden 7168 --tokens 16,32,64 -n 60
+  # Few rows: a row over a group of blocks (world 2's runs above) against a block a row.
+  step "settle 2: fused, local world 2, a block a row" settle_2_norm_world2_parts1.log 25 env SYMMAR_FUSED_ROW_PARTS=1 \
+    "$NORM_PERF" --local-world 2 --hidden 7168 --tokens 1,2,4,8,16 -n 60
   if [ -x "$BUILD/benchmarks/symmar_tune" ]; then
     step "settle 2: symmar_tune -C addrmsnorm, local world 4" settle_2_tune_fused_world4.log 40 \
       "$BUILD/benchmarks/symmar_tune" -C addrmsnorm --device gpu --local-world 4 --hidden 7168 \

@@ -76,6 +76,10 @@ const EnvVarInfo kRegistry[] = {
      "ends and waits on the device before its first read of input. Where ranks share a GPU the block cap counts two "
      "grids per rank.",
      kInteger, 1, 0, 1},
+    {"SYMMAR_FUSED_ROW_PARTS", "1 to 8", "8",
+     "GPU fused allreduce + residual add + RMSNorm with fewer rows than the grid may have blocks: the most blocks one "
+     "row is spread over (1: a block a row). Ranks use the smallest value any of them asks for.",
+     kInteger, 8, 1, 8},
     {"SYMMAR_HOST_ID", "any text", "(hostname and boot id)",
      "Which host this rank counts as: ranks share memory only with ranks of the same host id, and a comm spanning "
      "several ids runs hierarchically (set per rank to test several hosts on one machine: scripts/sim-hosts.sh).",

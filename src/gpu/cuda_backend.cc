@@ -103,9 +103,18 @@ symmarResult_t CudaBackend::initBlocks() {
   }
   const int grids = topo_.ranks_on_my_device * residentGridsPerRank(pdl_, topo_.devices_repeat);
   const int cap = coResidentBlocks(sms, per_sm, grids, sched::kMaxBlocks);
-  std::vector<int32_t> caps;
-  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap, &caps));
-  nblocks_ = *std::min_element(caps.begin(), caps.end());
+  // The block cap and the fused rows' spread, one word a rank (cap * 16 + parts: cap <= 64,
+  // parts <= 8); each the smallest any rank has, so every rank launches the same grids.
+  static_assert(kMaxRowParts < 16, "the parts fit the word's low 4 bits");
+  const int parts = static_cast<int>(envNumber("SYMMAR_FUSED_ROW_PARTS"));
+  std::vector<int32_t> words;
+  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap * 16 + parts, &words));
+  nblocks_ = sched::kMaxBlocks;
+  row_parts_ = kMaxRowParts;
+  for (const int32_t w : words) {
+    nblocks_ = std::min(nblocks_, w / 16);
+    row_parts_ = std::min(row_parts_, w % 16);
+  }
   timeout_ns_ = static_cast<long long>(timeout_ms_) * 1000000;  // spins count %globaltimer nanoseconds
   return symmarSuccess;
 }
@@ -198,8 +207,10 @@ symmarResult_t CudaBackend::init(BackendFacts* facts) {
   facts->staging_bytes = layout_.staging_bytes;
   facts->checks = checks_;
   facts->fused_rows_cap = static_cast<size_t>(nblocks_);  // makeAddRmsNormArgs: a block per row up to it
-  SYMMAR_INFO(kSubsysInit, "CUDA backend ready: device %d, %d blocks x %d threads, staging %zu bytes, nccl %s",
-              device_, nblocks_, kThreads, layout_.staging_bytes,
+  SYMMAR_INFO(kSubsysInit,
+              "CUDA backend ready: device %d, %d blocks x %d threads (a fused row over up to %d), staging %zu "
+              "bytes, nccl %s",
+              device_, nblocks_, kThreads, row_parts_, layout_.staging_bytes,
               host_stage_ ? "from the whole comm" : nccl_ok_ ? "yes" : "no");
   return symmarSuccess;
 }
@@ -217,6 +228,7 @@ LaunchContext CudaBackend::launchContext() const {
   ctx.status = status_dev_;
   ctx.timeout_ns = timeout_ns_;
   ctx.max_blocks = nblocks_;
+  ctx.max_row_parts = row_parts_;
   return ctx;
 }
 

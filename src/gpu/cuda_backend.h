@@ -120,6 +120,7 @@ class CudaBackend : public Backend {
   int timeout_ms_ = 0;
   uint32_t epoch_start_ = 0;
   int nblocks_ = 1;
+  int row_parts_ = 1;  ///< the most blocks a fused row is spread over (SYMMAR_FUSED_ROW_PARTS, agreed)
   long long timeout_ns_ = 0;
   Topology topo_;
   HeapLayout layout_;

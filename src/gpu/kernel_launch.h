@@ -48,6 +48,7 @@ struct LaunchContext {
   volatile int* status = nullptr;
   long long timeout_ns = 0;
   int max_blocks = 1;  ///< co-residency cap on a call's grid (agreed across ranks)
+  int max_row_parts = kMaxRowParts;  ///< the most blocks a fused row is spread over (agreed across ranks)
   size_t bytes_per_block = kBytesPerBlock;  ///< message bytes per launched block (gridFor)
   size_t lamport_bytes_per_block = kLamportBytesPerBlock;  ///< the same for lamport calls
   size_t spread_bytes_per_block = kSpreadBytesPerBlock;    ///< small calls: kSpreadBlocks at most
@@ -84,9 +85,10 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 /// the blocks to launch: one per row, at most ctx.max_blocks, or tokens x addRmsNormRowParts.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid);
 /// Blocks each row of the fused call's staged forms is spread over: about one 16-byte vector a
-/// thread, at most kMaxRowParts, with tokens x parts blocks within max_blocks (the co-residency
-/// cap, agreed across ranks: every rank computes the same); 1 where rows are not whole vectors.
-int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks);
+/// thread, at most max_parts (kMaxRowParts at most), with tokens x parts blocks within max_blocks
+/// (the co-residency cap; both agreed across ranks, so every rank computes the same); 1 where rows
+/// are not whole vectors.
+int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks, int max_parts = kMaxRowParts);
 /// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
 /// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most
 /// max_grid (each takes every grid-th row): kAddRmsNormRowsBlocks, or the co-residency cap where

@@ -204,6 +204,12 @@ TEST(FusedNormLayout, ARowIsSpreadOverBlocksOnlyWhereTheCapLeavesRoom) {
   EXPECT_EQ(parts(1, 4098, symmarFloat32, 64), 1);    // rows not whole vectors
   EXPECT_EQ(parts(1, 4096, symmarFloat32, 1), 1);
   EXPECT_EQ(parts(0, 4096, symmarFloat32, 64), 1);
+  AddRmsNormCall wide{};
+  wide.tokens = 1;
+  wide.hidden = 4096;
+  wide.dtype = symmarFloat32;
+  EXPECT_EQ(gpu::addRmsNormRowParts(wide, 64, 3), 3);  // SYMMAR_FUSED_ROW_PARTS, agreed across ranks
+  EXPECT_EQ(gpu::addRmsNormRowParts(wide, 64, 1), 1);
 
   EmuOptions o;
   o.world = 2;
