@@ -231,6 +231,39 @@ TEST(FailedComm, ALamportBlockFailingAtEntryPoisonsOnlyItsOwnShare) {
 // pair runs on a fresh comm with one block a call, so both ranks meet at the same flags: another
 // count (rank 0 would read the tail of rank 1's staging, left by an earlier call), another op, and
 // another algorithm. A matched call first leaves data in the staging.
+// A fused call whose row is spread over a group of 8 blocks, where rank 1 runs only block 0 (its
+// siblings never start, as blocks that a failing GPU never schedules). Rank 0's blocks 1-7 time
+// out at their start barriers; its block 0 passed its barrier and waits at the row group's
+// barrier for them, and must give up when the comm fails instead of waiting on. Rank 1's block 0
+// waits for siblings that never come: it gives up at its timeout. Neither rank succeeds.
+TEST(RowGroup, ABlockWhoseSiblingsNeverArriveGivesUpAndTheCallFails) {
+  EmuOptions o;
+  o.world = 2;
+  o.blocks = 8;
+  o.multicast = false;
+  o.staging_bytes = 256 << 10;
+  EmuComm comm(o);
+  constexpr size_t kHidden = 4096;
+  std::vector<std::vector<float>> in(2, std::vector<float>(kHidden, 1.0f)), out = in, norm = in;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  std::vector<Launch> launches;
+  for (int r = 0; r < 2; ++r) {
+    const AddRmsNormCall call{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
+                              1.0f, 1e-6f, 1, kHidden, symmarFloat32};
+    launches.push_back(comm.addRmsNormLaunchOf(r, call, symmarAlgoOneShot));
+    launches.back().args.timeout_ns = 300 * 1000000ll;
+  }
+  ASSERT_EQ(launches[0].args.row_parts, 8);
+  ASSERT_EQ(launches[0].blocks, 8);
+  launches[1].only_block = 0;
+  const auto start = std::chrono::steady_clock::now();
+  runConcurrently(launches);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0's blocks 1-7 waited for rank 1's";
+  EXPECT_EQ(comm.status(1)[gpu::kStatusCode], symmarTimeout) << "rank 1's block 0 waited for its siblings";
+  EXPECT_LT(seconds, 10.0) << "a wait at the row group's barrier outlived the failure";
+}
+
 TEST(MismatchedCalls, FailOnEveryRankInsteadOfPairing) {
   struct Side {
     symmarAlgo_t algo;
