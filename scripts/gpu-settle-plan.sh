@@ -17,12 +17,12 @@ step "settle 1: chain, fused, kernel loading, rank threads" settle_1_tests.log 1
   ctest --test-dir "$BUILD" -L gpu -R '^(GpuChain|GpuFused|GpuKernelLoading|GpuRankThreads)\.' --output-on-failure \
   --no-tests=error
 if [ -x "$SANITIZER" ] && [ -x "$GPU_TESTS" ]; then
-  step "settle 1: memcheck, unfused + FP8 + several rows a block + lamport form" settle_1_memcheck.log 120 \
+  step "settle 1: memcheck, unfused + FP8 + several rows a block + lamport form + row groups" settle_1_memcheck.log 120 \
     "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.SymmetricInputsAreReadInPlace:GpuFused.LamportFormSeveralRowsABlock'
-  step "settle 1: synccheck, fused forms (rows a block in batches)" settle_1_synccheck.log 90 \
+    --gtest_filter='GpuFused.UnfusedPastTheLastThresholdMatchesTheReference:GpuFused.TwoShotFp8OddHidden:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.SymmetricInputsAreReadInPlace:GpuFused.LamportFormSeveralRowsABlock:GpuFused.ARowSpreadOverAGroupOfBlocks'
+  step "settle 1: synccheck, fused forms (rows a block in batches, a row over a group)" settle_1_synccheck.log 90 \
     "$SANITIZER" --tool synccheck --error-exitcode 1 "$GPU_TESTS" \
-    --gtest_filter='GpuFused.AddRmsNormMatchesTheReference:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.LamportFormSeveralRowsABlock'
+    --gtest_filter='GpuFused.AddRmsNormMatchesTheReference:GpuFused.SeveralRowsABlockAndAPartialLastChunk:GpuFused.LamportFormSeveralRowsABlock:GpuFused.ARowSpreadOverAGroupOfBlocks'
 fi
 if [ -x "$NORM_PERF" ]; then
   for n in 2 4 8; do

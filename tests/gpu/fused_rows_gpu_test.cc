@@ -4,7 +4,8 @@
 // with PDL: 132 multiprocessors / (2 x 8)), a 64 KiB staging buffer (halves of 32 KiB: 16 rows of
 // 2 KiB a chunk), 45 tokens (chunks of 16, 16 and 13 rows); each form with and without FP8 output,
 // against a float64 reference. Inputs are small integers, so the sums are exact. And the lamport
-// form with several rows a block.
+// form with several rows a block; and calls of few rows on a wide grid, each row spread over a group
+// of blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,15 +28,17 @@ double gammaOf(size_t i) { return 0.5 + 0.25 * static_cast<double>(i % 4); }
 /// Runs the call in form `algo` on every rank (residual updated in place) and checks every rank's
 /// outputs against the float64 reference; rank 0's FP8 bytes also against the E4M3 reference.
 /// symmetric: the inputs come from symmarMemAlloc, so peers read them in place.
-void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidden, bool fp8, bool symmetric = false) {
-  const size_t n = kTokens * hidden;
-  std::vector<float*> in(kWorld), res(kWorld), norm(kWorld), gamma(kWorld);
-  std::vector<unsigned char*> q(kWorld, nullptr);
-  std::vector<std::vector<float>> host_in(kWorld, std::vector<float>(n));
+void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidden, bool fp8, bool symmetric = false,
+                             size_t tokens = kTokens) {
+  const int world = w.size();
+  const size_t n = tokens * hidden;
+  std::vector<float*> in(world), res(world), norm(world), gamma(world);
+  std::vector<unsigned char*> q(world, nullptr);
+  std::vector<std::vector<float>> host_in(world, std::vector<float>(n));
   std::vector<float> host_res(n), host_gamma(hidden);
-  testref::fillSmallInts(symmarFloat32, host_res.data(), n, kWorld);  // a source beside the ranks'
+  testref::fillSmallInts(symmarFloat32, host_res.data(), n, world);  // a source beside the ranks'
   for (size_t i = 0; i < hidden; ++i) host_gamma[i] = static_cast<float>(gammaOf(i));
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < world; ++r) {
     testref::fillSmallInts(symmarFloat32, host_in[r].data(), n, r);
     if (!symmetric) {
       CUDA_OK(devAlloc(&in[r], n * 4));
@@ -55,9 +58,9 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
       EXPECT_EQ(symmarMemAlloc(w.comm(r), n * 4, &p), symmarSuccess) << symmarGetLastError(w.comm(r));
       in[r] = static_cast<float*>(p);
     });
-    for (int r = 0; r < kWorld; ++r) ASSERT_NE(in[r], nullptr) << "rank " << r;
+    for (int r = 0; r < world; ++r) ASSERT_NE(in[r], nullptr) << "rank " << r;
   }
-  for (int r = 0; r < kWorld; ++r) CUDA_OK(cudaMemcpy(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice));
+  for (int r = 0; r < world; ++r) CUDA_OK(cudaMemcpy(in[r], host_in[r].data(), n * 4, cudaMemcpyHostToDevice));
   w.parallel([&](int r) {
     symmarAddRmsNormArgs_t a{};
     a.input = in[r];
@@ -68,21 +71,22 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
     a.fp8_out = q[r];
     a.fp8_scale = kFp8Scale;
     a.eps = kEps;
-    a.tokens = kTokens;
+    a.tokens = tokens;
     a.hidden = hidden;
     a.dtype = symmarFloat32;
     EXPECT_EQ(symmarAllReduceAddRmsNormAlgo(&a, algo, w.comm(r), w.stream(r)), symmarSuccess)
         << "rank " << r << ": " << symmarGetLastError(w.comm(r));
   });
   CUDA_OK(w.sync());
-  const std::string what = std::string(symmarAlgoName(algo)) + " hidden " + std::to_string(hidden) +
+  const std::string what = std::string(symmarAlgoName(algo)) + " " + std::to_string(tokens) + " x " +
+                           std::to_string(hidden) +
                            (fp8 ? " fp8" : "") + (symmetric ? " symmetric" : "");
   std::vector<double> want_res(n), want_norm(n);
-  for (size_t t = 0; t < kTokens; ++t) {
+  for (size_t t = 0; t < tokens; ++t) {
     double ss = 0;
     for (size_t i = 0; i < hidden; ++i) {
       double x = host_res[t * hidden + i];
-      for (int r = 0; r < kWorld; ++r) x += host_in[r][t * hidden + i];
+      for (int r = 0; r < world; ++r) x += host_in[r][t * hidden + i];
       want_res[t * hidden + i] = x;
       ss += x * x;
     }
@@ -91,7 +95,7 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
   }
   std::vector<float> got_res(n), got_norm(n);
   std::vector<unsigned char> got_q(n);
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < world; ++r) {
     CUDA_OK(cudaMemcpy(got_res.data(), res[r], n * 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(got_norm.data(), norm[r], n * 4, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; ++i) {
@@ -111,7 +115,7 @@ void expectManyRowsAPerBlock(const LocalWorld& w, symmarAlgo_t algo, size_t hidd
   if (symmetric) {
     w.parallel([&](int r) { EXPECT_EQ(symmarMemFree(w.comm(r), in[r]), symmarSuccess); });
   }
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < world; ++r) {
     if (!symmetric) cudaFree(in[r]);
     cudaFree(res[r]);
     cudaFree(norm[r]);
@@ -141,6 +145,24 @@ TEST(GpuFused, SymmetricInputsAreReadInPlace) {
   for (bool fp8 : {false, true}) {
     expectManyRowsAPerBlock(w, symmarAlgoOneShot, 512, fp8, true);
     expectManyRowsAPerBlock(w, symmarAlgoTwoShot, 512, fp8, true);
+  }
+}
+
+// Few rows on a wide grid: 2 ranks sharing the GPU (a cap of 33 blocks with PDL on 132
+// multiprocessors), rows of 16384 float32 (4096 vectors: 8 parts of 512), 1-3 tokens, so each row is
+// spread over a group of 8 blocks, which add their parts' sums of squares after a barrier of
+// their own. Both forms (the two-shot from 2 tokens, one a rank), inputs staged and read in place.
+TEST(GpuFused, ARowSpreadOverAGroupOfBlocks) {
+  SKIP_WITHOUT_GPU();
+  LocalWorld w(std::vector<int>(2, 0), 30000, size_t(8) << 20);
+  ASSERT_TRUE(w.ok()) << w.error();
+  constexpr size_t kHidden = 16384;
+  for (bool symmetric : {false, true}) {
+    expectManyRowsAPerBlock(w, symmarAlgoOneShot, kHidden, true, symmetric, 1);
+    for (size_t tokens : {size_t(2), size_t(3)}) {
+      expectManyRowsAPerBlock(w, symmarAlgoOneShot, kHidden, !symmetric, symmetric, tokens);
+      expectManyRowsAPerBlock(w, symmarAlgoTwoShot, kHidden, symmetric, symmetric, tokens);
+    }
   }
 }
 
