@@ -219,19 +219,20 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   }
   setNormArgs(call, &a);
   // A block a row, up to the co-residency cap, so a call's rows are finished side by side; where
-  // the cap leaves room, a row spread over a group of blocks (the lamport form: a block a row).
-  a.row_parts = lamport ? 1 : addRmsNormRowParts(call, ctx.max_blocks, ctx.max_row_parts);
+  // the cap leaves room, a row spread over a group of blocks.
+  a.row_parts = addRmsNormRowParts(call, ctx.max_blocks, ctx.max_row_parts, lamport ? kLamportThreads : kThreads);
   const size_t blocks = a.row_parts > 1 ? call.tokens * static_cast<size_t>(a.row_parts) : call.tokens;
   *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(ctx.max_blocks))));
   return a;
 }
 
-int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks, int max_parts) {
+int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks, int max_parts, int threads) {
   const size_t vec = sched::vecElems(symmarTypeSize(call.dtype));
   if (call.tokens == 0 || call.hidden % vec != 0 || max_blocks < 2) return 1;
   // About one vector a thread; a grid of tokens x parts within the cap (every block of a group
   // co-resident, which its barrier needs).
-  const size_t by_threads = (call.hidden / vec + kThreads - 1) / kThreads;
+  const size_t per_block = static_cast<size_t>(std::max(threads, 1));
+  const size_t by_threads = (call.hidden / vec + per_block - 1) / per_block;
   const size_t by_grid = static_cast<size_t>(max_blocks) / call.tokens;
   const size_t most = static_cast<size_t>(std::max(1, std::min(max_parts, kMaxRowParts)));
   return static_cast<int>(std::max<size_t>(1, std::min({by_threads, by_grid, most})));

@@ -84,11 +84,12 @@ const void* scatterGatherKernelOf(symmarAlgo_t algo, Collective coll, symmarData
 /// in place where fusedInputOffset allows, staged otherwise (lamport pushes it). *grid receives
 /// the blocks to launch: one per row, at most ctx.max_blocks, or tokens x addRmsNormRowParts.
 KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& call, symmarAlgo_t form, int* grid);
-/// Blocks each row of the fused call's staged forms is spread over: about one 16-byte vector a
-/// thread, at most max_parts (kMaxRowParts at most), with tokens x parts blocks within max_blocks
-/// (the co-residency cap; both agreed across ranks, so every rank computes the same); 1 where rows
-/// are not whole vectors.
-int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks, int max_parts = kMaxRowParts);
+/// Blocks each row of the fused call is spread over: about one 16-byte vector a thread (`threads`
+/// a block: kThreads for the staged forms, kLamportThreads for lamport), at most max_parts
+/// (kMaxRowParts at most), with tokens x parts blocks within max_blocks (the co-residency cap; both
+/// agreed across ranks, so every rank computes the same); 1 where rows are not whole vectors.
+int addRmsNormRowParts(const AddRmsNormCall& call, int max_blocks, int max_parts = kMaxRowParts,
+                       int threads = kThreads);
 /// The add and norm of call alone (addRmsNormRowsKernel), from the allreduce's sums of it at
 /// `sums` (tokens x hidden of call.dtype). *grid receives the blocks: one per row, at most
 /// max_grid (each takes every grid-th row): kAddRmsNormRowsBlocks, or the co-residency cap where

@@ -143,10 +143,10 @@ std::vector<NormCase> normCases() {
       }
     }
   }
-  // Rows spread over groups of blocks (few rows, a wide cap): 8 parts of 1 row; 2 rows of 1000
-  // (uneven parts: 250 float32 vectors or 125 16-bit ones); and chunks of 2 rows over 5 rows in
-  // groups of 3, so groups sit out chunks and rows change groups between chunks.
-  for (symmarAlgo_t form : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+  // Rows spread over groups of blocks (few rows, a wide cap), every form: 8 parts of 1 row; 2 rows
+  // of 1000 (uneven parts: 250 float32 vectors or 125 16-bit ones); and, in the staged forms, chunks
+  // of 2 rows over 5 rows in groups of 3, so groups sit out chunks and rows change groups.
+  for (symmarAlgo_t form : {symmarAlgoOneShot, symmarAlgoTwoShot, symmarAlgoLamport}) {
     for (symmarDataType_t dt : {symmarFloat32, symmarFloat16, symmarBfloat16}) {
       const struct {
         size_t tokens, hidden;
@@ -181,9 +181,9 @@ std::vector<NormCase> normCases() {
 
 INSTANTIATE_TEST_SUITE_P(Emulated, FusedNorm, testing::ValuesIn(normCases()), normName);
 
-// How the host spreads a row over blocks (hand-worked for the emulator's blocks of 32 threads): about
-// one 16-byte vector a thread, at most 8 blocks, tokens x parts within the cap; never where rows
-// are not whole vectors, nor for the lamport form. Every rank computes it from the same values.
+// How the host spreads a row over blocks (hand-worked for the emulator's blocks of 32 threads, 16
+// for lamport): about one 16-byte vector a thread, at most 8 blocks, tokens x parts within the cap;
+// never where rows are not whole vectors. Every rank computes it from the same values.
 TEST(FusedNormLayout, ARowIsSpreadOverBlocksOnlyWhereTheCapLeavesRoom) {
   if (gpu::kThreads != 32) GTEST_SKIP() << "the hand-worked values are for 32-thread blocks";
   auto parts = [](size_t tokens, size_t hidden, symmarDataType_t dt, int cap) {
@@ -222,8 +222,13 @@ TEST(FusedNormLayout, ARowIsSpreadOverBlocksOnlyWhereTheCapLeavesRoom) {
   int grid = 0;
   EXPECT_EQ(gpu::makeAddRmsNormArgs(comm.context(0), call, symmarAlgoTwoShot, &grid).row_parts, 5);
   EXPECT_EQ(grid, 15);
-  EXPECT_EQ(gpu::makeAddRmsNormArgs(comm.context(0), call, symmarAlgoLamport, &grid).row_parts, 1);
-  EXPECT_EQ(grid, 3);
+  EXPECT_EQ(gpu::makeAddRmsNormArgs(comm.context(0), call, symmarAlgoLamport, &grid).row_parts, 5);
+  EXPECT_EQ(grid, 15);
+  // Lamport blocks have half the threads: 250 vectors make 16 parts by threads, 8 at most.
+  EXPECT_EQ(gpu::addRmsNormRowParts(wide, 64, 8, gpu::kLamportThreads), 8);
+  AddRmsNormCall narrow = wide;
+  narrow.hidden = 64;  // 16 vectors: one lamport block's threads take them all
+  EXPECT_EQ(gpu::addRmsNormRowParts(narrow, 64, 8, gpu::kLamportThreads), 1);
 }
 
 // What the host decides a form with, for the GPU backend: the kernels' own row layouts. A row of

@@ -226,17 +226,13 @@ TEST(FailedComm, ALamportBlockFailingAtEntryPoisonsOnlyItsOwnShare) {
   for (size_t i = kPlain; i < kPlain + 8; ++i) ASSERT_EQ(recv[i], 5.0f) << "written past the call";
 }
 
-// Ranks that make different calls: each rank's start barrier carries its call's signature, so a
-// mismatch fails the comm on every rank (symmarInvalidUsage) instead of pairing the calls. Each
-// pair runs on a fresh comm with one block a call, so both ranks meet at the same flags: another
-// count (rank 0 would read the tail of rank 1's staging, left by an earlier call), another op, and
-// another algorithm. A matched call first leaves data in the staging.
 // A fused call whose row is spread over a group of 8 blocks, where rank 1 runs only block 0 (its
-// siblings never start, as blocks that a failing GPU never schedules). Rank 0's blocks 1-7 time
-// out at their start barriers; its block 0 passed its barrier and waits at the row group's
-// barrier for them, and must give up when the comm fails instead of waiting on. Rank 1's block 0
-// waits for siblings that never come: it gives up at its timeout. Neither rank succeeds.
-TEST(RowGroup, ABlockWhoseSiblingsNeverArriveGivesUpAndTheCallFails) {
+// siblings never start, as blocks that a failing GPU never schedules). One-shot: rank 0's blocks
+// 1-7 time out at their start barriers; its block 0 passed its barrier and waits at the row group's
+// barrier for them, and must give up when the comm fails instead of waiting on. Lamport: rank 0's
+// blocks 1-7 time out waiting for rank 1's parts of the row. Rank 1's block 0 waits for siblings
+// that never come: it gives up at its timeout. Neither rank succeeds.
+void siblingsNeverArrive(symmarAlgo_t form) {
   EmuOptions o;
   o.world = 2;
   o.blocks = 8;
@@ -250,7 +246,7 @@ TEST(RowGroup, ABlockWhoseSiblingsNeverArriveGivesUpAndTheCallFails) {
   for (int r = 0; r < 2; ++r) {
     const AddRmsNormCall call{in[r].data(), nullptr, out[r].data(), norm[r].data(), gamma.data(), nullptr,
                               1.0f, 1e-6f, 1, kHidden, symmarFloat32};
-    launches.push_back(comm.addRmsNormLaunchOf(r, call, symmarAlgoOneShot));
+    launches.push_back(comm.addRmsNormLaunchOf(r, call, form));
     launches.back().args.timeout_ns = 300 * 1000000ll;
   }
   ASSERT_EQ(launches[0].args.row_parts, 8);
@@ -259,11 +255,23 @@ TEST(RowGroup, ABlockWhoseSiblingsNeverArriveGivesUpAndTheCallFails) {
   const auto start = std::chrono::steady_clock::now();
   runConcurrently(launches);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0's blocks 1-7 waited for rank 1's";
+  EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0's blocks 1-7 waited for rank 1's blocks";
   EXPECT_EQ(comm.status(1)[gpu::kStatusCode], symmarTimeout) << "rank 1's block 0 waited for its siblings";
   EXPECT_LT(seconds, 10.0) << "a wait at the row group's barrier outlived the failure";
 }
 
+TEST(RowGroup, ABlockWhoseSiblingsNeverArriveGivesUpAndTheCallFails) {
+  for (symmarAlgo_t form : {symmarAlgoOneShot, symmarAlgoLamport}) {
+    SCOPED_TRACE(symmarAlgoName(form));
+    ASSERT_NO_FATAL_FAILURE(siblingsNeverArrive(form));
+  }
+}
+
+// Ranks that make different calls: each rank's start barrier carries its call's signature, so a
+// mismatch fails the comm on every rank (symmarInvalidUsage) instead of pairing the calls. Each
+// pair runs on a fresh comm with one block a call, so both ranks meet at the same flags: another
+// count (rank 0 would read the tail of rank 1's staging, left by an earlier call), another op, and
+// another algorithm. A matched call first leaves data in the staging.
 TEST(MismatchedCalls, FailOnEveryRankInsteadOfPairing) {
   struct Side {
     symmarAlgo_t algo;

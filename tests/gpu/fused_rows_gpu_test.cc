@@ -151,7 +151,8 @@ TEST(GpuFused, SymmetricInputsAreReadInPlace) {
 // Few rows on a wide grid: 2 ranks sharing the GPU (a cap of 33 blocks with PDL on 132
 // multiprocessors), rows of 16384 float32 (4096 vectors: 8 parts of 512), 1-3 tokens, so each row is
 // spread over a group of 8 blocks, which add their parts' sums of squares after a barrier of
-// their own. Both forms (the two-shot from 2 tokens, one a rank), inputs staged and read in place.
+// their own. Every form (the two-shot from 2 tokens, one a rank; lamport's 256-thread blocks also
+// take 8 parts), inputs staged and read in place.
 TEST(GpuFused, ARowSpreadOverAGroupOfBlocks) {
   SKIP_WITHOUT_GPU();
   LocalWorld w(std::vector<int>(2, 0), 30000, size_t(8) << 20);
@@ -159,9 +160,11 @@ TEST(GpuFused, ARowSpreadOverAGroupOfBlocks) {
   constexpr size_t kHidden = 16384;
   for (bool symmetric : {false, true}) {
     expectManyRowsAPerBlock(w, symmarAlgoOneShot, kHidden, true, symmetric, 1);
+    expectManyRowsAPerBlock(w, symmarAlgoLamport, kHidden, !symmetric, symmetric, 1);
     for (size_t tokens : {size_t(2), size_t(3)}) {
       expectManyRowsAPerBlock(w, symmarAlgoOneShot, kHidden, !symmetric, symmetric, tokens);
       expectManyRowsAPerBlock(w, symmarAlgoTwoShot, kHidden, symmetric, symmetric, tokens);
+      expectManyRowsAPerBlock(w, symmarAlgoLamport, kHidden, symmetric, symmetric, tokens);
     }
   }
 }
