@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -224,6 +225,42 @@ TEST(FailedComm, ALamportBlockFailingAtEntryPoisonsOnlyItsOwnShare) {
   }
   EXPECT_EQ(poisoned, kPlain);
   for (size_t i = kPlain; i < kPlain + 8; ++i) ASSERT_EQ(recv[i], 5.0f) << "written past the call";
+}
+
+// The same where the call's one row is spread over a group of 4 blocks (1000 float32: 250 vectors):
+// a block that fails at entry poisons its part of the row only. Parts lie in block order, so after
+// blocks 0..b have run alone the poison is a prefix of the row, ending at a vector boundary, longer
+// after every block and the whole row only after the last.
+TEST(FailedComm, ALamportBlockOfARowGroupPoisonsOnlyItsPart) {
+  EmuOptions o;
+  o.world = 2;
+  o.multicast = false;
+  o.blocks = 4;
+  EmuComm comm(o);
+  comm.state(0).reported = 1;
+  constexpr size_t kHidden = 1000;
+  std::vector<float> in(kHidden, 1.0f), out(kHidden + 8, 5.0f), norm = out;
+  const std::vector<float> gamma(kHidden, 1.0f);
+  Launch fused = comm.fusedLamportF32LaunchOf(0, in.data(), out.data(), norm.data(), gamma.data(), 1, kHidden);
+  ASSERT_EQ(fused.args.row_parts, 4);
+  ASSERT_EQ(fused.blocks, 4);
+  size_t prefix = 0;
+  for (int b = 0; b < fused.blocks; ++b) {
+    fused.only_block = b;
+    comm.launchOn(0, fused);
+    size_t now = 0;
+    while (now < kHidden && std::isnan(out[now])) ++now;
+    for (size_t i = now; i < kHidden; ++i) ASSERT_EQ(out[i], 5.0f) << "after block " << b << ": element " << i;
+    for (size_t i = 0; i < kHidden; ++i) ASSERT_EQ(std::isnan(norm[i]), i < now) << "after block " << b;
+    ASSERT_GT(now, prefix) << "block " << b << " poisoned nothing";
+    ASSERT_EQ(now % 4, 0u) << "block " << b << " ended its part inside a vector";
+    if (b + 1 < fused.blocks) {
+      ASSERT_LT(now, kHidden) << "block " << b << " poisoned its siblings' parts";
+    }
+    prefix = now;
+  }
+  EXPECT_EQ(prefix, kHidden);
+  for (size_t i = kHidden; i < kHidden + 8; ++i) ASSERT_TRUE(out[i] == 5.0f && norm[i] == 5.0f) << "written past the call";
 }
 
 // A fused call whose row is spread over a group of 8 blocks, where rank 1 runs only block 0 (its

@@ -83,4 +83,4 @@ symmar_emu_mutant(no_row_group_fence norm.cuh
   "    __threadfence();  // this block's sums before its arrival (CUDA's atomics are relaxed)\n"
   ""
   TESTS emu_add_rms_norm_test.cc
-  FILTER Emulated/FusedNorm.*_f32_*_b8*:Emulated/FusedNorm.*_f32_*_b16*)
+  FILTER Emulated/FusedNorm.*oneshot_f32_*_b*:Emulated/FusedNorm.*lamport_f32_*_b*)
