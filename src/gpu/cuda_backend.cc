@@ -103,18 +103,12 @@ symmarResult_t CudaBackend::initBlocks() {
   }
   const int grids = topo_.ranks_on_my_device * residentGridsPerRank(pdl_, topo_.devices_repeat);
   const int cap = coResidentBlocks(sms, per_sm, grids, sched::kMaxBlocks);
-  // The block cap and the fused rows' spread, one word a rank (cap * 16 + parts: cap <= 64,
-  // parts <= 8); each the smallest any rank has, so every rank launches the same grids.
-  static_assert(kMaxRowParts < 16, "the parts fit the word's low 4 bits");
-  const int parts = static_cast<int>(envNumber("SYMMAR_FUSED_ROW_PARTS"));
+  const GridLimits mine{cap, static_cast<int>(envNumber("SYMMAR_FUSED_ROW_PARTS"))};
   std::vector<int32_t> words;
-  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, cap * 16 + parts, &words));
-  nblocks_ = sched::kMaxBlocks;
-  row_parts_ = kMaxRowParts;
-  for (const int32_t w : words) {
-    nblocks_ = std::min(nblocks_, w / 16);
-    row_parts_ = std::min(row_parts_, w % 16);
-  }
+  SYMMAR_CHECK(gatherAll<int32_t>(*ctx_.bootstrap, gridLimitsWord(mine), &words));
+  const GridLimits agreed = agreedGridLimits(words);
+  nblocks_ = agreed.blocks;
+  row_parts_ = agreed.row_parts;
   timeout_ns_ = static_cast<long long>(timeout_ms_) * 1000000;  // spins count %globaltimer nanoseconds
   return symmarSuccess;
 }

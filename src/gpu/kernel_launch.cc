@@ -221,7 +221,7 @@ KernelArgs makeAddRmsNormArgs(const LaunchContext& ctx, const AddRmsNormCall& ca
   // A block a row, up to the co-residency cap, so a call's rows are finished side by side; where
   // the cap leaves room, a row spread over a group of blocks.
   a.row_parts = addRmsNormRowParts(call, ctx.max_blocks, ctx.max_row_parts, lamport ? kLamportThreads : kThreads);
-  const size_t blocks = a.row_parts > 1 ? call.tokens * static_cast<size_t>(a.row_parts) : call.tokens;
+  const size_t blocks = call.tokens * static_cast<size_t>(a.row_parts);
   *grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(blocks, static_cast<size_t>(ctx.max_blocks))));
   return a;
 }

@@ -3,12 +3,31 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/kernel_args.h"
+
 namespace symmar {
 namespace gpu {
 
 bool usePdl(bool requested, int cc_major) { return requested && cc_major >= 9; }
 
 int residentGridsPerRank(bool pdl, bool devices_repeat) { return pdl && devices_repeat ? 2 : 1; }
+
+// cap * 16 + parts: the cap is at most sched::kMaxBlocks, the parts at most kMaxRowParts (< 16).
+static_assert(kMaxRowParts < 16, "the parts fit a word's low 4 bits");
+
+int32_t gridLimitsWord(const GridLimits& mine) {
+  const int parts = std::max(1, std::min(mine.row_parts, kMaxRowParts));
+  return std::max(1, std::min(mine.blocks, sched::kMaxBlocks)) * 16 + parts;
+}
+
+GridLimits agreedGridLimits(const std::vector<int32_t>& words) {
+  GridLimits g{sched::kMaxBlocks, kMaxRowParts};
+  for (const int32_t w : words) {
+    g.blocks = std::min(g.blocks, static_cast<int>(w / 16));
+    g.row_parts = std::min(g.row_parts, static_cast<int>(w % 16));
+  }
+  return g;
+}
 
 int coResidentBlocks(int multiprocessors, const std::vector<int>& blocks_per_sm, int grids_on_device,
                      int max_blocks) {

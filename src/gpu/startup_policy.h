@@ -3,6 +3,8 @@
 // makes an NCCL communicator of its own, and which start-up probes run in which order. No CUDA
 // calls here, so every rule is unit-tested without a GPU.
 #pragma once
+#include <stdint.h>
+
 #include <vector>
 
 #include "gpu/peer_probe.h"
@@ -28,6 +30,17 @@ int residentGridsPerRank(bool pdl, bool devices_repeat);
 /// answered; with none (no kernel image for this GPU) one block per multiprocessor is assumed.
 int coResidentBlocks(int multiprocessors, const std::vector<int>& blocks_per_sm, int grids_on_device,
                      int max_blocks);
+
+/// The grid limits every rank launches with: the block cap (coResidentBlocks) and the most blocks a
+/// fused row is spread over (SYMMAR_FUSED_ROW_PARTS), agreed across ranks in one word each
+/// (gridLimitsWord, gathered from every rank, then agreedGridLimits: the smallest of each), so every
+/// rank launches the same grids.
+struct GridLimits {
+  int blocks = 1;
+  int row_parts = 1;
+};
+int32_t gridLimitsWord(const GridLimits& mine);
+GridLimits agreedGridLimits(const std::vector<int32_t>& words);
 
 /// Whether the comm creates an NCCL communicator for its fallback. Not as the host stage of a
 /// hierarchical comm, which serves the nccl algorithm from the communicator of the whole comm; and

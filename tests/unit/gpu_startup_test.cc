@@ -91,6 +91,22 @@ TEST(GpuStartupPdl, TwoGridsPerRankWhereRanksShareAGpu) {
       << "8 ranks on an H100/H200 with PDL: 132 / 16";
 }
 
+// Ranks that ask for different caps or row spreads (one SYMMAR_FUSED_ROW_PARTS=1, others the
+// default) all launch with the smallest of each; out-of-range asks are clamped before they travel.
+TEST(GpuStartupBlocks, EveryRankAgreesOnTheSmallestCapAndRowSpread) {
+  const GridLimits g = agreedGridLimits({gridLimitsWord({33, 8}), gridLimitsWord({64, 1}), gridLimitsWord({40, 4})});
+  EXPECT_EQ(g.blocks, 33);
+  EXPECT_EQ(g.row_parts, 1);
+  const GridLimits same = agreedGridLimits({gridLimitsWord({64, 8}), gridLimitsWord({64, 8})});
+  EXPECT_EQ(same.blocks, 64);
+  EXPECT_EQ(same.row_parts, 8);
+  const GridLimits clamped = agreedGridLimits({gridLimitsWord({1000, 99}), gridLimitsWord({0, 0})});
+  EXPECT_EQ(clamped.blocks, 1);
+  EXPECT_EQ(clamped.row_parts, 1);
+  EXPECT_EQ(agreedGridLimits({gridLimitsWord({1000, 99})}).blocks, sched::kMaxBlocks);
+  EXPECT_EQ(agreedGridLimits({gridLimitsWord({1000, 99})}).row_parts, 8);
+}
+
 TEST(GpuStartupBlocks, EveryRanksGridResidentAtOnce) {
   EXPECT_EQ(coResidentBlocks(132, {1, 1, 2}, 1, sched::kMaxBlocks), sched::kMaxBlocks) << "capped";
   EXPECT_EQ(coResidentBlocks(132, {1, 2}, 4, sched::kMaxBlocks), 33) << "the fewest per multiprocessor, shared";
