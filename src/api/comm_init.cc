@@ -123,6 +123,7 @@ uint64_t planFingerprint(const TableRow* const (&rows)[kNumCollectives], const P
     for (int i = 0; i < row->num_entries; ++i) {
       mix(static_cast<uint64_t>(row->entries[i].algo));
       mix(row->entries[i].max_bytes);
+      mix(row->entries[i].min_elem_bytes);
     }
   }
   mix(static_cast<uint64_t>(env.forced));

@@ -34,6 +34,7 @@ std::string entriesText(const symmarComm& comm, const TableRow& row) {
   for (int i = 0; i < row.num_entries; ++i) {
     const symmarAlgo_t algo = row.entries[i].algo;
     text += std::string(i ? ", " : " ") + symmarAlgoName(algo) + "<=" + bytesText(row.entries[i].max_bytes);
+    if (row.entries[i].min_elem_bytes) text += " (" + std::to_string(row.entries[i].min_elem_bytes) + "+ B dtypes)";
     if (runnable & algoBit(algo)) continue;
     // The reason for a reduction every algorithm's kernels take (the refusal is then not the dtype's).
     const Request request{symmarFloat16, symmarSum, 0, row.coll, comm.placement.hosts};

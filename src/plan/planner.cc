@@ -96,7 +96,7 @@ Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request
   return validAlgo(algo) && (planEnv().disabled & algoBit(algo)) ? Refusal::kDisabled : Refusal::kNone;
 }
 
-symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
+symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes, size_t elem_bytes) {
   // An unavailable multimem gives way to the form that needs the same peer access: two-shot for an
   // allreduce, one-shot for a reduce-scatter or all-gather (two-shot is itself those two).
   const symmarAlgo_t instead_of_multimem = row.coll == Collective::kAllReduce ? symmarAlgoTwoShot : symmarAlgoOneShot;
@@ -107,13 +107,14 @@ symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes) {
     return (available & algoBit(a)) ? a : symmarAlgoAuto;
   };
   for (int i = 0; i < row.num_entries; ++i) {
-    if (bytes > row.entries[i].max_bytes) continue;
+    if (bytes > row.entries[i].max_bytes || !entryServes(row.entries[i], elem_bytes)) continue;
     symmarAlgo_t a = servable(row.entries[i].algo);
     if (a != symmarAlgoAuto) return a;
   }
   if (available & algoBit(symmarAlgoNccl)) return symmarAlgoNccl;
   if (available & algoBit(symmarAlgoMpi)) return symmarAlgoMpi;
   for (int i = row.num_entries - 1; i >= 0; --i) {
+    if (!entryServes(row.entries[i], elem_bytes)) continue;
     symmarAlgo_t a = servable(row.entries[i].algo);
     if (a != symmarAlgoAuto) return a;
   }
@@ -132,37 +133,45 @@ symmarAlgo_t planAddRmsNorm(const TableRow& allreduce_row, const TableRow& fused
   // More rows than the fused kernel's blocks: its blocks run rows one after another, each a chain of
   // waits, and on a GPU it took 2.1-2.5x the unfused call at 64 tokens (docs/gpu-results.md).
   if (rows_cap != 0 && tokens > rows_cap) return symmarAlgoAuto;
-  const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * symmarTypeSize(dtype);
+  const size_t elem = symmarTypeSize(dtype);
+  const uint64_t bytes = static_cast<uint64_t>(tokens) * hidden * elem;
   // The lamport form (GPU kernels only) where the first entry that holds the call names it.
   const bool lamport = (available & algoBit(symmarAlgoLamport)) && topo.link != symmarLinkHostMemory &&
-                       sched::lamportFusedFits(tokens, hidden, symmarTypeSize(dtype));
+                       sched::lamportFusedFits(tokens, hidden, elem);
   for (int i = 0; lamport && i < fused_row.num_entries; ++i) {
-    if (bytes > fused_row.entries[i].max_bytes) continue;
+    if (bytes > fused_row.entries[i].max_bytes || !entryServes(fused_row.entries[i], elem)) continue;
     if (fused_row.entries[i].algo == symmarAlgoLamport) return symmarAlgoLamport;
     break;
   }
-  // Past the row's last threshold the unfused calls serve, however few the tokens: the row was
-  // measured against them.
-  if (fused_row.num_entries > 0 && bytes > fused_row.entries[fused_row.num_entries - 1].max_bytes) {
-    return symmarAlgoAuto;
+  // Past the row's last threshold for this dtype the unfused calls serve, however few the tokens:
+  // the row was measured against them.
+  uint64_t last_threshold = 0;
+  int entries_for_dtype = 0;
+  for (int i = 0; i < fused_row.num_entries; ++i) {
+    if (!entryServes(fused_row.entries[i], elem)) continue;
+    last_threshold = fused_row.entries[i].max_bytes;
+    ++entries_for_dtype;
   }
+  if (entries_for_dtype > 0 && bytes > last_threshold) return symmarAlgoAuto;
   if (!two) return symmarAlgoOneShot;
   const bool few_rows = tokens < static_cast<size_t>(topo.world_size);
   // Whether the allreduce of these bytes is itself a one-shot (each rank reads every peer's whole
   // message); planned only where it decides.
-  const symmarAlgo_t plain = fused_row.num_entries == 0 || few_rows
+  const symmarAlgo_t plain = entries_for_dtype == 0 || few_rows
                                  ? planRequest(allreduce_row, topo, fallbacks, tokens * hidden, dtype, symmarSum)
                                  : symmarAlgoAuto;
   const bool plain_one_shot = one && (plain == symmarAlgoOneShot || plain == symmarAlgoLamport);
   symmarAlgo_t form = symmarAlgoAuto;
   for (int i = 0; i < fused_row.num_entries && form == symmarAlgoAuto; ++i) {
     const TableEntry& e = fused_row.entries[i];
-    if (bytes <= e.max_bytes && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) form = e.algo;
+    if (bytes <= e.max_bytes && entryServes(e, elem) && e.algo != symmarAlgoLamport && (available & algoBit(e.algo))) {
+      form = e.algo;
+    }
   }
   // No entry serves: without a row, the allreduce's row decides; with one, the entries that hold the
   // call are disabled here, and the two-shot (available) takes it.
   if (form == symmarAlgoAuto) {
-    form = fused_row.num_entries == 0 && plain_one_shot ? symmarAlgoOneShot : symmarAlgoTwoShot;
+    form = entries_for_dtype == 0 && plain_one_shot ? symmarAlgoOneShot : symmarAlgoTwoShot;
   }
   if (!few_rows || !one || form == symmarAlgoOneShot) return form;
   // Fewer rows than ranks, where the row or the allreduce says two-shot: the fused two-shot splits
@@ -259,7 +268,7 @@ symmarAlgo_t planRequest(const TableRow& row, const symmarTopology_t& topo, uint
                   algoName(forced), dtypeName(dtype), opName(op), bytes, refusalText(why));
     }
   }
-  return chooseAlgo(row, available, bytes);
+  return chooseAlgo(row, available, bytes, symmarTypeSize(dtype));
 }
 
 symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo, uint32_t fallbacks,
@@ -273,7 +282,7 @@ symmarAlgo_t planScatterGather(const TableRow& row, const symmarTopology_t& topo
   if (forced != symmarAlgoAuto && refusalOf(forced, topo, request, fallbacks) == Refusal::kNone) return forced;
   const size_t world = topo.world_size > 0 ? static_cast<size_t>(topo.world_size) : 1;
   const size_t whole = request.bytes > SIZE_MAX / world ? SIZE_MAX : request.bytes * world;  // the checks bound it
-  return chooseAlgo(row, available, whole);
+  return chooseAlgo(row, available, whole, symmarTypeSize(request.dtype));
 }
 
 void noteRowServed(int cc_major, int cc_minor, symmarLink_t link, const TableRow& row) {

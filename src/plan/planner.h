@@ -38,12 +38,13 @@ class AvailableAlgos {
 /// (canImplement, size included), then SYMMAR_DISABLE. The forced paths ask this.
 Refusal refusalOf(symmarAlgo_t algo, const symmarTopology_t& topo, const Request& request, uint32_t fallbacks);
 
-/// Picks the first entry of the row whose max_bytes covers bytes and that is available (an
+/// Picks the first entry of the row that serves dtypes of elem_bytes bytes an element
+/// (entryServes), whose max_bytes covers bytes and that is available (an
 /// unavailable multimem is served by the form that needs the same peer access: twoshot for an
 /// allreduce, oneshot for a reduce-scatter or all-gather); above the last
 /// threshold the fallback; without a fallback the largest available symmetric algorithm (chunked).
 /// Returns symmarAlgoAuto when nothing can serve.
-symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes);
+symmarAlgo_t chooseAlgo(const TableRow& row, uint32_t available, size_t bytes, size_t elem_bytes);
 
 /// SYMMAR_ALGO and SYMMAR_DISABLE, parsed once per process (bad values reported once, ignored).
 struct PlanEnv {

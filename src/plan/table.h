@@ -1,11 +1,13 @@
 // Size tables: rows keyed by (collective, arch key, interconnect, world size, hosts), each an
-// ordered list of (algorithm, max bytes). Above the last threshold the fallback serves. An
+// ordered list of (algorithm, max bytes), an entry possibly only for the wider dtypes. Above the
+// last threshold that serves the call's dtype the fallback serves. An
 // allreduce's bytes are its message; a reduce-scatter's and an all-gather's are the whole buffer
 // (nranks blocks), as nccl-tests and symmar_perf count them. A comm spanning hosts is
 // keyed by its ranks per host (world) and its number of hosts; its interconnect is the one within
 // a host, and its entries name the hierarchical forms (oneshot = one-shot within each host, then
 // the whole message between hosts; twoshot = reduce-scatter within, slices between, all-gather).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,7 +28,14 @@ constexpr uint64_t kUnbounded = UINT64_MAX;
 struct TableEntry {
   symmarAlgo_t algo;
   uint64_t max_bytes;  ///< inclusive
+  /// 0: every dtype. Else only dtypes whose elements have at least this many bytes: where a
+  /// crossover follows the element count (the host's reductions, whose 16-bit conversions cost per
+  /// element), the wider types keep an algorithm to a larger byte size.
+  uint8_t min_elem_bytes = 0;
 };
+
+/// Whether entry e serves a dtype of elem_bytes bytes an element.
+inline bool entryServes(const TableEntry& e, size_t elem_bytes) { return elem_bytes >= e.min_elem_bytes; }
 
 struct TableRow {
   Collective coll = Collective::kAllReduce;

@@ -2,6 +2,7 @@
 //   "collective": "reducescatter" (optional, allreduce by default; also "allgather", and "addrmsnorm" for
 //   the fused allreduce + residual add + RMSNorm, whose rows name only lamport, oneshot and twoshot),
 //   "algos": [{"algo": "oneshot", "max_bytes": 65536}, {"algo": "twoshot", "max_bytes": "16M"}],
+//   an entry may add "min_elem_bytes": 2, 4 or 8 (only for dtypes of at least that many bytes an element),
 //   "source": "who measured this"}]}. Every problem is an error naming file, field and reason.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -120,8 +121,9 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
   for (size_t i = 0; i < algos.size(); ++i) {
     std::string f = where + ".algos[" + std::to_string(i) + "]";
     const json& e = algos[i];
-    if (!e.is_object() || !e.contains("algo") || !e.contains("max_bytes") || e.size() != 2) {
-      return r.bad(f, "expected {\"algo\": name, \"max_bytes\": size}");
+    const bool has_min_elem = e.is_object() && e.contains("min_elem_bytes");
+    if (!e.is_object() || !e.contains("algo") || !e.contains("max_bytes") || e.size() != (has_min_elem ? 3u : 2u)) {
+      return r.bad(f, "expected {\"algo\": name, \"max_bytes\": size} (and optionally \"min_elem_bytes\": 2, 4 or 8)");
     }
     if (!e["algo"].is_string()) return r.bad(f + ".algo", "not a string");
     std::string name = e["algo"].get<std::string>();
@@ -139,7 +141,14 @@ symmarResult_t readRow(const Reader& r, const json& j, const std::string& where,
       return r.bad(f + ".max_bytes", "thresholds must increase (" + std::to_string(max_bytes) + " after " +
                                          std::to_string(row.entries[i - 1].max_bytes) + ")");
     }
-    row.entries[row.num_entries++] = {algo, max_bytes};
+    uint8_t min_elem_bytes = 0;
+    if (has_min_elem) {
+      const json& m = e["min_elem_bytes"];
+      const int64_t v = m.is_number_integer() ? m.get<int64_t>() : 0;
+      if (v != 2 && v != 4 && v != 8) return r.bad(f + ".min_elem_bytes", "expected 2, 4 or 8");
+      min_elem_bytes = static_cast<uint8_t>(v);
+    }
+    row.entries[row.num_entries++] = {algo, max_bytes, min_elem_bytes};
   }
   if (j.contains("source")) {
     if (!j["source"].is_string()) return r.bad(where + ".source", "not a string");

@@ -32,7 +32,10 @@ bool sameRow(const symmar::TableRow& a, const symmar::TableRow& b) {
     return false;
   }
   for (int i = 0; i < a.num_entries; ++i) {
-    if (a.entries[i].algo != b.entries[i].algo || a.entries[i].max_bytes != b.entries[i].max_bytes) return false;
+    if (a.entries[i].algo != b.entries[i].algo || a.entries[i].max_bytes != b.entries[i].max_bytes ||
+        a.entries[i].min_elem_bytes != b.entries[i].min_elem_bytes) {
+      return false;
+    }
   }
   return a.source == b.source;
 }
@@ -49,6 +52,8 @@ void checkRow(const symmar::TableRow& row) {
     FUZZ_CHECK(row.entries[i].algo > symmarAlgoAuto && row.entries[i].algo < symmarNumAlgos);
     FUZZ_CHECK(row.entries[i].max_bytes > 0);
     FUZZ_CHECK(i == 0 || row.entries[i].max_bytes > row.entries[i - 1].max_bytes);
+    const int m = row.entries[i].min_elem_bytes;
+    FUZZ_CHECK(m == 0 || m == 2 || m == 4 || m == 8);
   }
 }
 

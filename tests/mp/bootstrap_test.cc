@@ -209,6 +209,41 @@ TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
   }
 }
 
+// Rows that differ only in the dtypes an entry is for plan differently too: both ranks load a file,
+// and only rank 0's keeps its one-shot entry to the 4-byte dtypes.
+TEST(Bootstrap, RanksWhoseEntriesDifferOnlyInTheirDtypesRefuseToFormAComm) {
+  std::string paths[2];
+  for (int r = 0; r < 2; ++r) {
+    char path[] = "/tmp/symmar-rank-table-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const std::string text = std::string(R"({"rows": [{"arch": "host", "link": "host", "world": 2, "algos": [)") +
+                             R"({"algo": "oneshot", "max_bytes": 8)" + (r == 0 ? R"(, "min_elem_bytes": 4)" : "") +
+                             "}]}]}";
+    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+    paths[r] = path;
+  }
+  symmarUniqueId id;
+  ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
+  std::vector<symmarResult_t> results(2);
+  std::vector<std::string> errors(2);
+  mp::runThreads(2, [&](int rank) {
+    symmarConfig_t cfg = cpuConfig(10000);
+    cfg.table_file = paths[rank].c_str();
+    symmarComm_t comm = nullptr;
+    results[rank] = symmarCommInitRank(&comm, 2, id, rank, &cfg);
+    errors[rank] = symmarGetLastError(nullptr);
+    if (comm) symmarCommDestroy(comm);
+    return 0;
+  });
+  for (const std::string& p : paths) unlink(p.c_str());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], symmarInvalidUsage) << "rank " << r;
+    EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
+  }
+}
+
 namespace {
 
 // Rank 1's transport sends a creation record with a staging size of 0: what a broken or foreign

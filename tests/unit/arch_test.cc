@@ -139,8 +139,8 @@ TEST(Arch, MadeUpArchitectureFromATableFileIsServedAndPlanned) {
   EXPECT_EQ(planRequest(*r, topo, nccl, (4u << 20) / 2, symmarBfloat16, symmarSum), symmarAlgoMultimem);
   EXPECT_EQ(planRequest(*r, topo, nccl, (16u << 20) / 2, symmarBfloat16, symmarSum), symmarAlgoNccl);
   const uint32_t all = algoBit(symmarAlgoOneShot) | algoBit(symmarAlgoTwoShot) | algoBit(symmarAlgoMultimem) | nccl;
-  EXPECT_EQ(chooseAlgo(*r, all, 8u << 20), symmarAlgoMultimem);
-  EXPECT_EQ(chooseAlgo(*r, all, (8u << 20) + 1), symmarAlgoNccl);
+  EXPECT_EQ(chooseAlgo(*r, all, 8u << 20, 2), symmarAlgoMultimem);
+  EXPECT_EQ(chooseAlgo(*r, all, (8u << 20) + 1, 2), symmarAlgoNccl);
 }
 
 TEST(Arch, MadeUpArchitectureThroughSymmarTableFile) {

@@ -208,10 +208,10 @@ TEST(Planner, ThresholdsAreInclusive) {
     if (row.link == symmarLinkHostMemory) continue;
     for (int i = 0; i < row.num_entries; ++i) {
       const uint64_t max = row.entries[i].max_bytes;
-      EXPECT_EQ(chooseAlgo(row, all, max), row.entries[i].algo) << row.source;
+      EXPECT_EQ(chooseAlgo(row, all, max, 2), row.entries[i].algo) << row.source;
       symmarAlgo_t next = i + 1 < row.num_entries ? row.entries[i + 1].algo : symmarAlgoNccl;
       if (max != kUnbounded) {
-        EXPECT_EQ(chooseAlgo(row, all, max + 1), next) << row.source;
+        EXPECT_EQ(chooseAlgo(row, all, max + 1, 2), next) << row.source;
       }
     }
   }
@@ -267,7 +267,7 @@ TEST(Planner, HostRowsServeEverySizeWithoutMpi) {
   const TableRow* row = Tables::builtin().resolve(0, 0, symmarLinkHostMemory, 2);
   uint32_t no_fallback = availableAlgos(t, symmarFloat32, symmarSum, 0);
   for (size_t bytes = 4; bytes <= (size_t(1) << 30); bytes *= 4) {
-    symmarAlgo_t a = chooseAlgo(*row, no_fallback, bytes);
+    symmarAlgo_t a = chooseAlgo(*row, no_fallback, bytes, 4);
     EXPECT_TRUE(a == symmarAlgoOneShot || a == symmarAlgoTwoShot || (a == symmarAlgoLamport && bytes <= 64)) << bytes;
   }
   // Host memory on several hosts (unknown link) has only the mpi fallback, or nothing.

@@ -131,7 +131,19 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"rows": [{"arch": "sm90", "link": "pcie", "world": 2, "algos": [{"algo": "oneshot", "max_bytes": 1},
                    {"algo": "oneshot", "max_bytes": 2}, {"algo": "oneshot", "max_bytes": 3}, {"algo": "oneshot", "max_bytes": 4},
                    {"algo": "oneshot", "max_bytes": 5}]}]})",
-                "rows[0].algos", "at most 4"}),
+                "rows[0].algos", "at most 4"},
+        BadCase{"MinElemBytesNotAWidth",
+                R"({"rows": [{"arch": "host", "link": "host", "world": 2,
+                              "algos": [{"algo": "oneshot", "max_bytes": 1024, "min_elem_bytes": 3}]}]})",
+                "rows[0].algos[0].min_elem_bytes", "expected 2, 4 or 8"},
+        BadCase{"MinElemBytesAsAString",
+                R"({"rows": [{"arch": "host", "link": "host", "world": 2,
+                              "algos": [{"algo": "oneshot", "max_bytes": 1024, "min_elem_bytes": "4"}]}]})",
+                "rows[0].algos[0].min_elem_bytes", "expected 2, 4 or 8"},
+        BadCase{"UnknownEntryField",
+                R"({"rows": [{"arch": "host", "link": "host", "world": 2,
+                              "algos": [{"algo": "oneshot", "max_bytes": 1024, "dtype": "float"}]}]})",
+                "rows[0].algos[0]", "optionally \"min_elem_bytes\""}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
 TEST(TableFile, MissingFileIsAnError) {

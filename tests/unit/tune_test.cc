@@ -88,7 +88,7 @@ TEST(Tune, WrittenFileLoadsAndAutoPicksTheMeasuredWinner) {
   const uint32_t available = symmar::algoBit(symmarAlgoOneShot) | symmar::algoBit(symmarAlgoTwoShot) | symmar::algoBit(symmarAlgoNccl);
   for (const Measurement& x : m) {
     if (x.algo != symmarAlgoOneShot) continue;
-    EXPECT_EQ(symmar::chooseAlgo(*row, available, x.bytes), winner(m, x.bytes)) << x.bytes;
+    EXPECT_EQ(symmar::chooseAlgo(*row, available, x.bytes, 4), winner(m, x.bytes)) << x.bytes;
   }
 }
 
