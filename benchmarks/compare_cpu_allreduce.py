@@ -90,13 +90,14 @@ def rank_main(rank, args, store, out):
     comm = symmar.Comm.from_process_group(None, device="cpu")
     ds, ds_label = deepspeed_engine(torch)
     vl, vl_label = vllm_engine(torch, rank, args.ranks, args.threads, str(args.port))
-    # What an engine's workers call with symmar's plugins on: the communicator's check, then
-    # torch.ops.symmar.all_reduce_ (gloo for a size its plan leaves to the engine).
+    # What an engine's workers call with symmar's plugins on: the communicator's check and
+    # torch.ops.symmar.all_reduce_ in one call (gloo for a size its plan leaves to the engine).
     from symmar.integrations import SymmarCommunicator
     sc = SymmarCommunicator(dist.group.WORLD, "cpu")
+    take = sc.try_all_reduce_
 
     def communicator(t):
-        return sc.all_reduce_(t) if sc.should_all_reduce(t) else dist.all_reduce(t)
+        return t if take(t) is not None else dist.all_reduce(t)
     engines = {"symmar": comm.all_reduce_, "symmar_communicator": communicator, "gloo": lambda t: dist.all_reduce(t)}
     if vl is not None:
         engines["vllm"] = vl

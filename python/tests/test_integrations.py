@@ -65,8 +65,14 @@ def _rank_serves(comm, rank, nranks, failures):
         gloo = x.clone()
         dist.all_reduce(gloo)
         _check(failures, case + " vs gloo", comm.custom_all_reduce(x), gloo)
+        _check(failures, case + " try_all_reduce", comm.try_all_reduce(x), want)
         if not torch.equal(x, _input(rank, count, dtype, seed)):
             failures.append("%s: the input was written" % case)
+        y = x.clone()
+        got = comm.try_all_reduce_(y)
+        if got is not y:
+            failures.append("%s: try_all_reduce_ did not return its input" % case)
+        _check(failures, case + " try_all_reduce_", y, want)
 
 
 def _rank_declines(comm, rank, failures):
@@ -77,10 +83,19 @@ def _rank_declines(comm, rank, failures):
                     ("not a tensor", [1.0, 2.0])):
         if comm.should_all_reduce(t) or comm.all_reduce(t) is not None:
             failures.append("rank %d: %s taken" % (rank, what))
+        if isinstance(t, torch.Tensor):
+            before = t.clone()
+            if comm.try_all_reduce_(t) is not None or comm.try_all_reduce(t) is not None:
+                failures.append("rank %d: %s taken by a taker" % (rank, what))
+            if not torch.equal(t, before):
+                failures.append("rank %d: %s written by a taker that declined it" % (rank, what))
     capped = comm.max_bytes
     comm.max_bytes = 128
     if comm.should_all_reduce(x) or not comm.should_all_reduce(x[:32]):
         failures.append("max_bytes=128 not applied to 256 and 128 bytes")
+    # The takers made at creation follow the cap too (both ranks take x[:32], a collective).
+    if comm.try_all_reduce_(x.clone()) is not None or comm.try_all_reduce(x[:32].clone()) is None:
+        failures.append("max_bytes=128 not applied to the takers")
     comm.max_bytes = capped
     # The plan decides, as read at creation: counts it gives the fallback are declined.
     spans = dict(comm._spans)
@@ -88,6 +103,8 @@ def _rank_declines(comm, rank, failures):
     comm.max_bytes = capped  # the ranges are made again from the spans
     if comm.should_all_reduce(x) or not comm.should_all_reduce(x[:32]):
         failures.append("a count past the plan's own span was taken, or one within it declined")
+    if comm.try_all_reduce_(x.clone()) is not None:
+        failures.append("a count past the plan's own span was taken by the taker")
     comm._spans[torch.float32] = (2, 32)
     comm.max_bytes = capped
     if comm.should_all_reduce(x[:1]):
@@ -158,15 +175,22 @@ def _rank_compiled(comm, rank, nranks, failures):
     def functional(x):
         return comm.all_reduce(x) if comm.should_all_reduce(x) else x
 
+    def hook(x):  # an engine's hook as symmar's plugins write it: one call, the engine's path on None
+        y = x * 2
+        got = comm.try_all_reduce_(y)
+        return (y if got is None else got) + 1
+
     try:
         in_place = torch.compile(layer_end, fullgraph=True, dynamic=True, backend="aot_eager")
         out_of_place = torch.compile(functional, fullgraph=True, dynamic=True, backend="aot_eager")
+        taker = torch.compile(hook, fullgraph=True, dynamic=True, backend="aot_eager")
         for seed, (dtype, count) in enumerate((d, c) for d in DTYPES for c in (16, 4099, 65536)):
             case = "compiled world=%d %s count=%d" % (nranks, dtype, count)
             x = _input(rank, count, dtype, 500 + seed)
             want = _expected(nranks, count, dtype, 500 + seed)
             _check(failures, case + " in place", in_place(x), (want.double() * 2 + 1).to(dtype))
             _check(failures, case + " out of place", out_of_place(x), want)
+            _check(failures, case + " taker", taker(x), (want.double() * 2 + 1).to(dtype))
     except Exception as e:  # noqa: BLE001  a trace failure is this test's finding
         failures.append("rank %d: compiled: %s: %s" % (rank, type(e).__name__, str(e).splitlines()[0][:300]))
 
@@ -186,7 +210,8 @@ def _rank(rank, nranks, store, out_dir, scenario):
                 _rank_scatter_gather(comm, rank, nranks, failures)
                 _rank_compiled(comm, rank, nranks, failures)
             comm.close()
-            if not comm.disabled or comm.all_reduce(torch.ones(4)) is not None:
+            if (not comm.disabled or comm.all_reduce(torch.ones(4)) is not None
+                    or comm.try_all_reduce_(torch.ones(4)) is not None):
                 failures.append("still serving after close()")
             comm.close()  # idempotent
         elif scenario == "decline":
@@ -198,7 +223,7 @@ def _rank(rank, nranks, store, out_dir, scenario):
                 comm = SymmarCommunicator(None, device, timeout_ms=TIMEOUT_MS)
                 if not comm.disabled or not comm.disabled_reason:
                     failures.append("%s: not disabled (%r)" % (what, comm))
-                if comm.all_reduce(torch.ones(4)) is not None:
+                if comm.all_reduce(torch.ones(4)) is not None or comm.try_all_reduce_(torch.ones(4)) is not None:
                     failures.append("%s: a disabled communicator took a tensor" % what)
                 comm.close()
             solo = dist.new_group([0])

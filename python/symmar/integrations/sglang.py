@@ -55,14 +55,16 @@ def coordinator_init(original, self, *args, **kwargs):
     """GroupCoordinator.__init__, then a SymmarCommunicator for a tensor-parallel group."""
     original(self, *args, **kwargs)
     self._symmar = _communicator_for(self)
+    self._symmar_take = None if self._symmar is None else self._symmar.try_all_reduce_
 
 
 def coordinator_all_reduce(original, self, input_):
     """GroupCoordinator.all_reduce: symmar where its plan takes the tensor, else SGLang's path."""
-    comm = getattr(self, "_symmar", None)
-    if comm is not None and comm.should_all_reduce(input_):
+    take = getattr(self, "_symmar_take", None)
+    out = None if take is None else take(input_)
+    if out is not None:
         calls["symmar"] += 1
-        return comm.all_reduce_taken_(input_)
+        return out
     calls["sglang"] += 1
     return original(self, input_)
 

@@ -193,14 +193,19 @@ def _patch(cls, in_place):
         init(self, cpu_group, device, device_group, unique_name, *args, **kwargs)
         # The CUDA communicator's base class resolved its device (this worker's GPU).
         self._symmar = _communicator_for(cpu_group, unique_name, "cpu" if in_place else self.device)
+        comm = self._symmar
+        self._symmar_take = None if comm is None else comm.try_all_reduce_ if in_place else comm.try_all_reduce
 
     @functools.wraps(all_reduce)
     def patched_all_reduce(self, input_):
-        comm = getattr(self, "_symmar", None)
-        if comm is not None and _taking[0] and comm.should_all_reduce(input_):
-            _count("symmar")
-            return comm.all_reduce_taken_(input_) if in_place else comm.all_reduce_taken(input_)
-        _count("vllm")
+        # One call where symmar takes the tensor: every lookup here is paid on each allreduce.
+        take = getattr(self, "_symmar_take", None)
+        if take is not None and _taking[0]:
+            out = take(input_)
+            if out is not None:
+                calls["symmar"] += 1
+                return out
+        calls["vllm"] += 1
         return all_reduce(self, input_)
 
     cls.__init__ = __init__
