@@ -10,6 +10,8 @@ It gives, for each path:
   called back to back after a barrier of its group, at the message sizes a decode step of each
   batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower worker's median of 5
   blocks;
+- the same per-call cost with the calls traced into a graph, as vLLM's default (compiled) mode
+  runs them: the op alone, without the Python of the communicators around it;
 - the per-call cost of the all_gather along the last dim that gathers the logits (vocabulary-
   parallel), a [1, n] tensor per rank of 1 KiB to 256 KiB, measured the same way;
 - decode tokens/s per batch: batch x (N - 1) tokens over the time of a run of N tokens less a run
@@ -67,11 +69,13 @@ def worker_start_timing(_self=None):
     return True
 
 
-def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op="all_reduce"):
+def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op="all_reduce", compiled=False):
     """us per call of this worker's tensor-parallel allreduce, or (op "all_gather") its all_gather
     along the last dim of a [1, n] tensor, as the logits are gathered (the path switch_path chose),
     calls back to back on zeros after a barrier of the group: the median of 5 blocks, by size (of
-    this rank's tensor)."""
+    this rank's tensor). compiled: the allreduce as a graph of vLLM's default (compiled) mode runs
+    it, the Python around the op traced away: 64 calls a graph (torch.compile, fullgraph, the eager
+    backend, which runs the traced ops as they are), per call."""
     import torch
     import torch.distributed as dist
     from vllm.distributed.parallel_state import get_tp_group
@@ -88,6 +92,25 @@ def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op=
         call = type(comm)._bench_inner  # the plugin's patched all_reduce, without the timer above
     dtype = getattr(torch, dtype_name)
     elem = torch.tensor([], dtype=dtype).element_size()
+    per_step = 1
+    if compiled:
+        # What the traced model keeps of each path: symmar's taker (its check on the traced shape,
+        # then the op), or vLLM's own call into its shared-memory op; not the patch's call counters,
+        # which a graph would guard on and recompile for.
+        import torch._dynamo
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)  # a graph a size
+        if plugin._taking[0]:
+            def one(c, t):
+                c._symmar_take(t)
+        else:
+            def one(c, t):
+                c.dist_module.all_reduce(t, group=c.device_group)
+        per_step = 64  # a graph call also checks its guards (on the communicator object): spread over many
+
+        def many(c, t):
+            for _ in range(64):
+                one(c, t)
+        call = torch.compile(many, backend="eager", fullgraph=True, dynamic=False)
     cost = {}
     for size in sizes:
         t = torch.zeros((1, max(1, size // elem)), dtype=dtype)
@@ -97,9 +120,9 @@ def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op=
         for _ in range(5):
             dist.barrier(group=group.cpu_group)
             t0 = time.perf_counter()
-            for _ in range(iters):
+            for _ in range(iters // per_step or 1):
                 call(comm, t)
-            blocks.append((time.perf_counter() - t0) / iters * 1e6)
+            blocks.append((time.perf_counter() - t0) / ((iters // per_step or 1) * per_step) * 1e6)
         cost[str(size)] = statistics.median(blocks)
     plugin.gather_min_bytes = saved_min
     return cost
@@ -182,6 +205,20 @@ def bench_dtype(args, dtype):
     for size in sizes:
         v, s = costs[("vllm", size)], costs[("symmar", size)]
         print("# %s per call inside the workers, %7d bytes: us vllm %s, symmar %s (vllm/symmar x%.2f)"
+              % (dtype, size, spread(v), spread(s), statistics.median(v) / statistics.median(s)), flush=True)
+    # The same calls as vLLM's default mode runs them: traced into a graph (eager above is
+    # --enforce-eager's path, where the Python around each op is paid on every call).
+    graphed = {}
+    for rnd in range(args.rounds):
+        for path in ("vllm", "symmar"):
+            llm.collective_rpc(worker_take, kwargs={"take_symmar": path == "symmar"})
+            got = llm.collective_rpc(worker_call_cost, kwargs={"sizes": sizes, "dtype_name": dtype,
+                                                               "compiled": True})
+            for size in sizes:
+                graphed.setdefault((path, size), []).append(max(w[str(size)] for w in got))
+    for size in sizes:
+        v, s = graphed[("vllm", size)], graphed[("symmar", size)]
+        print("# %s per call in a compiled graph, %7d bytes: us vllm %s, symmar %s (vllm/symmar x%.2f)"
               % (dtype, size, spread(v), spread(s), statistics.median(v) / statistics.median(s)), flush=True)
     # The logits' all_gather along the last dim: a [1, vocab / 2] tensor per rank at batch 1.
     gather_sizes = [1 << k for k in range(10, 19, 2)]
