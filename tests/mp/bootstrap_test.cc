@@ -176,72 +176,64 @@ TEST(Bootstrap, TenThousandCallsAcrossEpochWrap) {
   EXPECT_EQ(status[1], 0);
 }
 
-// A row for any collective counts: rank 0 alone loads a file with an allreduce, a reduce-scatter,
-// an all-gather or a fused-call row, and both ranks refuse the comm.
-TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
-  for (const char* collective : {"allreduce", "reducescatter", "allgather", "addrmsnorm"}) {
-    SCOPED_TRACE(collective);
-    char path[] = "/tmp/symmar-rank-table-XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
-    const std::string text = std::string(R"({"rows": [{"arch": "host", "link": "host", "world": 2, "collective": ")") +
-                             collective + R"(", "algos": [{"algo": "oneshot", "max_bytes": 8}]}]})";
-    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-    symmarUniqueId id;
-    ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
-    std::vector<symmarResult_t> results(2);
-    std::vector<std::string> errors(2);
-    mp::runThreads(2, [&](int rank) {
-      symmarConfig_t cfg = cpuConfig(10000);
-      if (rank == 0) cfg.table_file = path;  // only rank 0 loads the file: auto would diverge
-      symmarComm_t comm = nullptr;
-      results[rank] = symmarCommInitRank(&comm, 2, id, rank, &cfg);
-      errors[rank] = symmarGetLastError(nullptr);
-      if (comm) symmarCommDestroy(comm);
-      return 0;
-    });
-    unlink(path);
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(results[r], symmarInvalidUsage) << "rank " << r;
-      EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
-    }
-  }
+namespace {
+
+/// A table file holding text, for one test's comm; its path.
+std::string tableFile(const std::string& text) {
+  char path[] = "/tmp/symmar-rank-table-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  return path;
 }
 
-// Rows that differ only in the dtypes an entry is for plan differently too: both ranks load a file,
-// and only rank 0's keeps its one-shot entry to the 4-byte dtypes.
-TEST(Bootstrap, RanksWhoseEntriesDifferOnlyInTheirDtypesRefuseToFormAComm) {
-  std::string paths[2];
-  for (int r = 0; r < 2; ++r) {
-    char path[] = "/tmp/symmar-rank-table-XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
-    const std::string text = std::string(R"({"rows": [{"arch": "host", "link": "host", "world": 2, "algos": [)") +
-                             R"({"algo": "oneshot", "max_bytes": 8)" + (r == 0 ? R"(, "min_elem_bytes": 4)" : "") +
-                             "}]}]}";
-    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-    paths[r] = path;
-  }
+/// Creates a 2-rank comm with each rank's table file (empty: the built-in tables only) and expects
+/// both ranks to refuse it because they plan differently.
+void expectBothRanksRefuse(const std::string (&table_files)[2]) {
   symmarUniqueId id;
   ASSERT_EQ(symmarGetUniqueId(&id), symmarSuccess);
   std::vector<symmarResult_t> results(2);
   std::vector<std::string> errors(2);
   mp::runThreads(2, [&](int rank) {
     symmarConfig_t cfg = cpuConfig(10000);
-    cfg.table_file = paths[rank].c_str();
+    if (!table_files[rank].empty()) cfg.table_file = table_files[rank].c_str();
     symmarComm_t comm = nullptr;
     results[rank] = symmarCommInitRank(&comm, 2, id, rank, &cfg);
     errors[rank] = symmarGetLastError(nullptr);
     if (comm) symmarCommDestroy(comm);
     return 0;
   });
-  for (const std::string& p : paths) unlink(p.c_str());
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r], symmarInvalidUsage) << "rank " << r;
     EXPECT_NE(errors[r].find("plans differently"), std::string::npos) << errors[r];
   }
+}
+
+}  // namespace
+
+// A row for any collective counts: rank 0 alone loads a file with an allreduce, a reduce-scatter,
+// an all-gather or a fused-call row, and both ranks refuse the comm.
+TEST(Bootstrap, RanksWithDifferentTablesRefuseToFormAComm) {
+  for (const char* collective : {"allreduce", "reducescatter", "allgather", "addrmsnorm"}) {
+    SCOPED_TRACE(collective);
+    const std::string files[2] = {  // only rank 0 loads a file: auto would diverge
+        tableFile(std::string(R"({"rows": [{"arch": "host", "link": "host", "world": 2, "collective": ")") +
+                  collective + R"(", "algos": [{"algo": "oneshot", "max_bytes": 8}]}]})"),
+        ""};
+    expectBothRanksRefuse(files);
+    unlink(files[0].c_str());
+  }
+}
+
+// Rows that differ only in the dtypes an entry is for plan differently too: both ranks load a file,
+// and only rank 0's keeps its one-shot entry to the 4-byte dtypes.
+TEST(Bootstrap, RanksWhoseEntriesDifferOnlyInTheirDtypesRefuseToFormAComm) {
+  const std::string row = R"({"rows": [{"arch": "host", "link": "host", "world": 2, "algos": [)";
+  const std::string files[2] = {tableFile(row + R"({"algo": "oneshot", "max_bytes": 8, "min_elem_bytes": 4}]}]})"),
+                                tableFile(row + R"({"algo": "oneshot", "max_bytes": 8}]}]})")};
+  expectBothRanksRefuse(files);
+  for (const std::string& f : files) unlink(f.c_str());
 }
 
 namespace {
