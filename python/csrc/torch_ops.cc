@@ -1,5 +1,7 @@
 // libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_, all_reduce, all_gather,
-// reduce_scatter and all_reduce_add_rms_norm.
+// reduce_scatter and all_reduce_add_rms_norm, and try_all_reduce_, an op only this library has
+// (ops.py defines it where the library loads): SymmarCommunicator's check and the in-place sum in
+// one call, which spares an eager engine's hook the check's Python.
 //
 // The ops' schemas, their fake implementations and their Python kernels live in symmar/ops.py.
 // When this library loads, it takes the CPU and CUDA kernels of these ops: a dense tensor of a
@@ -34,6 +36,9 @@ struct BoundComm {
   symmarComm_t comm;
   int64_t device;  // the comm's CUDA device, or -1 for a host comm
   int64_t nranks;
+  // Per symmar dtype, the element counts try_all_reduce_ takes (symmarTorchSetSpan); none at first.
+  int64_t span_lo[symmarNumTypes];
+  int64_t span_hi[symmarNumTypes];
 };
 
 std::mutex g_mutex;
@@ -113,6 +118,26 @@ bool allReduceCompiled(const at::Tensor& send, const at::Tensor& recv, int64_t h
   const symmarResult_t res = symmarAllReduce(send.data_ptr(), recv.data_ptr(), static_cast<size_t>(send.numel()),
                                              c.type, static_cast<symmarRedOp_t>(red), c.bound.comm, c.stream);
   if (res != symmarSuccess) raiseFailure(send, handle, res);
+  return true;
+}
+
+void allReduceInPlace(at::Tensor& x, int64_t comm, c10::string_view op);
+
+/// The communicator's one-call check and in-place sum (SymmarCommunicator.try_all_reduce_): false,
+/// touching nothing, unless x is a contiguous tensor of a dtype whose span (symmarTorchSetSpan)
+/// holds its element count, on the comm's device, with the comm bound; then all_reduce_ (the
+/// compiled kernel, or the Python one for what it does not take) and true. The same decision as the
+/// Python check, so ranks agree whichever of the two each runs.
+bool tryAllReduceInPlace(at::Tensor& x, int64_t comm) {
+  BoundComm bound;
+  const int type = symmarType(x.scalar_type());
+  if (type < 0 || !lookUp(comm, &bound)) return false;
+  const int64_t n = x.numel();
+  if (n < 1 || n < bound.span_lo[type] || n > bound.span_hi[type] || deviceOf(x) != bound.device ||
+      !x.is_contiguous()) {
+    return false;
+  }
+  allReduceInPlace(x, comm, "sum");
   return true;
 }
 
@@ -262,7 +287,19 @@ void symmarTorchBindComm(int64_t handle, void* comm, int64_t device) {
   int nranks = 0;
   if (symmarCommCount(static_cast<symmarComm_t>(comm), &nranks) != symmarSuccess || nranks < 1) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_comms[handle] = BoundComm{static_cast<symmarComm_t>(comm), device, nranks};
+  BoundComm bound{static_cast<symmarComm_t>(comm), device, nranks, {}, {}};
+  for (int t = 0; t < symmarNumTypes; ++t) bound.span_lo[t] = 1, bound.span_hi[t] = 0;  // takes nothing yet
+  g_comms[handle] = bound;
+}
+
+/// The element counts [lo, hi] of dtype (a symmarDataType_t) that try_all_reduce_ takes on the comm
+/// named handle (lo > hi: none). Ignored for a handle not bound or a dtype out of range.
+void symmarTorchSetSpan(int64_t handle, int64_t dtype, int64_t lo, int64_t hi) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_comms.find(handle);
+  if (it == g_comms.end() || dtype < 0 || dtype >= symmarNumTypes) return;
+  it->second.span_lo[dtype] = lo;
+  it->second.span_hi[dtype] = hi;
 }
 
 /// Forgets handle: later calls with it go to the Python kernel, which raises the reason.
@@ -275,6 +312,7 @@ void symmarTorchUnbindComm(int64_t handle) {
 
 TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce_", &allReduceInPlace);
+  m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
@@ -284,6 +322,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
 
 TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce_", &allReduceInPlace);
+  m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);

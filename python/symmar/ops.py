@@ -33,6 +33,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("symmar.ops needs PyTorch (pip install torch)") from e
 
+from . import _args
 from . import _core
 from . import _lib as L
 
@@ -114,6 +115,8 @@ def _load_compiled(folder=None):
     compiled.symmarTorchBindComm.restype = None
     compiled.symmarTorchUnbindComm.argtypes = [ctypes.c_int64]
     compiled.symmarTorchUnbindComm.restype = None
+    compiled.symmarTorchSetSpan.argtypes = [ctypes.c_int64] * 4
+    compiled.symmarTorchSetSpan.restype = None
     return compiled
 
 
@@ -223,3 +226,22 @@ if _compiled is not None:
     _lib.define("_raise_failure(Tensor x, int comm, int code) -> ()")
     for _key in ("CPU", "CUDA"):
         _lib.impl("_raise_failure", _raise_failure, _key)
+    # Only the compiled kernel: a bool that depends on the tensor does not trace, and eager callers
+    # without this library make the check in Python (SymmarCommunicator._taker).
+    _lib.define("try_all_reduce_(Tensor(a!) x, int comm) -> bool")
+
+# torch.ops.symmar.try_all_reduce_(x, h): where the span set for x's dtype (set_taken_spans) holds
+# x's element count, x is contiguous and on the comm's device, x becomes the sum across the comm
+# (op "sum") and True comes back; otherwise False, and x is untouched. None without libsymmar_torch.
+TRY_ALL_REDUCE_ = torch.ops.symmar.try_all_reduce_.default if _compiled is not None else None
+
+
+def set_taken_spans(h, spans):
+    """Sets what try_all_reduce_ takes on the comm named h: spans maps a dtype name ("float32",
+    "float16", "bfloat16", ...) to the (lo, hi) element counts it takes; every other dtype, none.
+    Nothing to do without libsymmar_torch."""
+    if _compiled is None:
+        return
+    for name, code in _args.DTYPES.items():
+        lo, hi = spans.get(name, (1, 0))
+        _compiled.symmarTorchSetSpan(h, code, lo, hi)

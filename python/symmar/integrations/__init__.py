@@ -184,6 +184,8 @@ class SymmarCommunicator:
                 hi = min(hi, self._max_bytes // (torch.finfo(dtype).bits // 8))
             if lo <= hi:
                 self._ranges[dtype] = (lo, hi)
+        if self._op_handle:  # the compiled try_all_reduce_ takes the same counts
+            _ops.set_taken_spans(self._op_handle, {_DTYPES[d]: span for d, span in self._ranges.items()})
 
     @property
     def max_bytes(self):
@@ -222,8 +224,14 @@ class SymmarCommunicator:
         ranges, handle = self._ranges, self._op_handle
         op = _ALL_REDUCE_ if in_place else _ALL_REDUCE
         cpu, cuda_index = self._cpu, self._cuda_index
+        # In place and eager, libsymmar_torch's try_all_reduce_ makes the same check in C++ (about
+        # 0.3 us less a call); a trace takes the Python check, which it resolves at compile time.
+        try_op = _ops.TRY_ALL_REDUCE_ if in_place else None
+        is_compiling = torch.compiler.is_compiling
 
         def take(inp):
+            if try_op is not None and not is_compiling():
+                return inp if try_op(inp, handle) else None
             span = ranges.get(inp.dtype)
             if (span is None or not (inp.is_cpu if cpu else inp.is_cuda and inp.get_device() == cuda_index)
                     or not span[0] <= inp.numel() <= span[1] or not inp.is_contiguous()):
