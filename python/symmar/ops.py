@@ -8,6 +8,8 @@
     torch.ops.symmar.all_reduce_add_rms_norm_(x, residual, gamma, h, 1e-6)  # residual, x = res, norm
     y = torch.ops.symmar.reduce_scatter(x, h)          # this rank's block (dim 0 split in nranks)
     y = torch.ops.symmar.all_gather(x, h)              # every rank's x, stacked along dim 0
+    took = torch.ops.symmar.try_all_reduce_(x, h)      # in place where set_taken_spans allows; a bool
+                                                       # (libsymmar_torch only; eager callers only)
 
 A graph cannot hold a Comm object, so the ops take an int handle and look the comm up here. The
 registry holds comms weakly: a handle never keeps a comm alive, and a handle whose comm was

@@ -253,6 +253,31 @@ def test_compiled_kernels_load_where_built():
     assert ops.compiled, "libsymmar_torch.so is beside libsymmar but symmar.ops did not load it"
 
 
+def test_try_op_takes_only_the_spans_set_for_it():
+    if ops.TRY_ALL_REDUCE_ is None:
+        pytest.skip("try_all_reduce_ is a compiled kernel only: no libsymmar_torch loaded here")
+    (c,) = symmar.Comm.init_all(1, devices=["cpu"])  # one rank: the sum is the input itself
+    h = ops.handle(c)
+    try_op = torch.ops.symmar.try_all_reduce_
+    x = torch.arange(8, dtype=torch.float32)
+    assert not try_op(x, h), "no span set yet: nothing is taken"
+    ops.set_taken_spans(h, {"float32": (4, 16)})
+    version = x._version
+    assert try_op(x, h) and torch.equal(x, torch.arange(8, dtype=torch.float32))
+    assert x._version > version, "taken in place: the version counter moves as for all_reduce_"
+    for what, t in (("3 elements", torch.ones(3)), ("17 elements", torch.ones(17)),
+                    ("float64", torch.ones(8, dtype=torch.float64)), ("bfloat16", torch.ones(8, dtype=torch.bfloat16)),
+                    ("strided", torch.ones(16)[::2]), ("empty", torch.ones(0))):
+        before = t._version
+        assert not try_op(t, h), what
+        assert t._version == before, "%s: declined, yet written" % what
+    ops.set_taken_spans(h, {})
+    assert not try_op(x, h), "spans cleared: nothing is taken"
+    ops.set_taken_spans(h, {"float32": (4, 16)})
+    c.close()
+    assert not try_op(x, h), "a closed comm takes nothing (and does not raise)"
+
+
 def test_compiled_kernels_built_against_another_torch_are_not_loaded(tmp_path, caplog):
     # An empty file stands for the library: loading it would fail with another message, so the
     # refusal below is made before any load (a library built for another torch may load, then
