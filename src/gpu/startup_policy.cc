@@ -23,8 +23,9 @@ int32_t gridLimitsWord(const GridLimits& mine) {
 GridLimits agreedGridLimits(const std::vector<int32_t>& words) {
   GridLimits g{sched::kMaxBlocks, kMaxRowParts};
   for (const int32_t w : words) {
-    g.blocks = std::min(g.blocks, static_cast<int>(w / 16));
-    g.row_parts = std::min(g.row_parts, static_cast<int>(w % 16));
+    // A peer's word, decoded into range: a broken peer cannot ask for no blocks or a negative spread.
+    g.blocks = std::min(g.blocks, std::max(1, static_cast<int>(w / 16)));
+    g.row_parts = std::min(g.row_parts, std::max(1, static_cast<int>(w % 16)));
   }
   return g;
 }

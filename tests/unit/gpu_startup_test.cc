@@ -105,6 +105,13 @@ TEST(GpuStartupBlocks, EveryRankAgreesOnTheSmallestCapAndRowSpread) {
   EXPECT_EQ(clamped.row_parts, 1);
   EXPECT_EQ(agreedGridLimits({gridLimitsWord({1000, 99})}).blocks, sched::kMaxBlocks);
   EXPECT_EQ(agreedGridLimits({gridLimitsWord({1000, 99})}).row_parts, 8);
+  // Words as a broken peer might send them (not from gridLimitsWord): decoded into range.
+  for (const int32_t word : {0, -1, -16 * 40 - 3, 16 * 40, INT32_MIN}) {
+    const GridLimits peer = agreedGridLimits({gridLimitsWord({64, 8}), word});
+    EXPECT_GE(peer.blocks, 1) << word;
+    EXPECT_GE(peer.row_parts, 1) << word;
+    EXPECT_LE(peer.row_parts, 8) << word;
+  }
 }
 
 TEST(GpuStartupBlocks, EveryRanksGridResidentAtOnce) {
