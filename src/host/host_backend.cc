@@ -137,6 +137,8 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     // or the first calls in each slot fault their pages in (a 16 KiB two-shot then took 21 us,
     // not 2, over a short run).
     if (b->staging_ring_) b->heap_->mapStagingPages(sched::kStagingRingBytes);
+    // Each rank's own choice: both kinds of store put the same bytes in staging.
+    b->staging_writes_ = StagingWrites(static_cast<StagingWrites::Mode>(envNumber("SYMMAR_HOST_STREAM", 2)));
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
                 b->cross_memory_ ? "from their processes (cross-memory attach)"
                                  : "from staging (a rank cannot read its peers' processes, or SYMMAR_HOST_CMA=0)");

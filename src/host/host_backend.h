@@ -14,6 +14,7 @@
 #include "host/inter_host.h"
 #include "host/shm_heap.h"
 #include "host/shm_sync.h"
+#include "host/staging_writes.h"
 
 namespace symmar {
 
@@ -164,6 +165,7 @@ class HostBackend : public Backend {
   int last_read_half_ = 1;        // half peers may still be reading after the previous step
   bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
   bool staging_ring_ = false;     // calls stage in the ring (sched::stagingRingShift)
+  StagingWrites staging_writes_;  // plain or streaming stores into staging (SYMMAR_HOST_STREAM)
   std::vector<int> peer_pids_;    // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call

@@ -19,6 +19,9 @@ void simdReduceRanks(void* dst, void* dst2, const void* const* srcs, int nsrc, s
 
 /// memcpy's contract (no overlap) with vector loads and stores, at the best target of this CPU.
 void simdCopy(void* dst, const void* src, size_t bytes);
+/// The same with non-temporal (streaming) stores, fenced before it returns: dst's lines are not
+/// taken into this core's cache, so a line another core holds is not fetched from it first.
+void simdStreamCopy(void* dst, const void* src, size_t bytes);
 
 /// The fused norm's first pass over a row of n elements (simd_norm.cc): the float32 sum of the nsrc
 /// rows of dtype (float32, float16 or bfloat16) in rank order with reduceRanks' sum rules, plus

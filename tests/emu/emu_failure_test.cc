@@ -28,11 +28,36 @@ void holdInRange(const void* address) {
   while (!g_released.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-void holdAt(const void* from, size_t bytes) {
+/// Runs l1 on rank 1, held at its first access to [from, from + bytes), and l0 on rank 0 until its
+/// kernel ends; then `reuse` (what rank 0's stream does next with its buffers) before rank 1 is
+/// released. Returns once rank 1 has ended too.
+template <typename Reuse>
+void runWhileRank1IsHeld(EmuComm& comm, const Launch& l0, const Launch& l1, const void* from, size_t bytes,
+                         Reuse reuse) {
   g_released = false;
   g_hold_from = static_cast<const char*>(from);
   g_hold_to = static_cast<const char*>(from) + bytes;
   setAccessHook(holdInRange);
+  std::thread rank1([&] { comm.launchOn(1, l1); });
+  comm.launchOn(0, l0);
+  reuse();
+  g_released.store(true, std::memory_order_release);
+  rank1.join();
+  setAccessHook(nullptr);
+}
+
+/// Two ranks of one block each, without multicast: the late-rank cases' comm.
+EmuOptions twoRanksOfOneBlock() {
+  EmuOptions o;
+  o.world = 2;
+  o.blocks = 1;
+  o.multicast = false;
+  return o;
+}
+
+/// Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.
+const char* rank1LamportSlot(EmuComm& comm) {
+  return comm.base(0) + comm.context(0).layout.lamport_off + sched::lamportSlotOffset(0, 1, 2);
 }
 
 // One-shot; rank 0's input lives in the symmetric heap, so rank 1 reads it in place. Rank 1 has
@@ -41,11 +66,7 @@ void holdAt(const void* from, size_t bytes) {
 // its stream reuses the input. Released, rank 1 finds rank 0's start flag, which rank 0 published
 // before giving up, and reads the reused input: that call must fail on rank 1 too, not succeed.
 TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
-  EmuOptions o;
-  o.world = 2;
-  o.blocks = 1;
-  o.multicast = false;
-  EmuComm comm(o);
+  EmuComm comm(twoRanksOfOneBlock());
   constexpr size_t kCount = 512;
   char* sym = comm.symmetricAlloc(kCount * 4)[0];
   std::vector<char> send1(kCount * 4), recv0(kCount * 4), recv1(kCount * 4);
@@ -60,14 +81,10 @@ TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
 
   // Rank 1's line for rank 0's start flag (block 0).
   const char* pad1 = comm.base(1) + comm.context(1).layout.pad_off;
-  holdAt(pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart), sizeof(uint32_t));
-  std::thread rank1([&] { comm.launchOn(1, l1); });
-  comm.launchOn(0, l0);
+  runWhileRank1IsHeld(comm, l0, l1, pad1 + gpu::padFlagOffset(0, 0, sched::kSlotStart), sizeof(uint32_t), [&] {
+    for (size_t i = 0; i < kCount; ++i) storeAs(symmarFloat32, sym, i, 1e6);  // rank 0's stream reuses its input
+  });
   EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's done flag";
-  for (size_t i = 0; i < kCount; ++i) storeAs(symmarFloat32, sym, i, 1e6);  // rank 0's stream reuses its input
-  g_released.store(true, std::memory_order_release);
-  rank1.join();
-  setAccessHook(nullptr);
   EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 reduced rank 0's abandoned input and reported success";
   EXPECT_EQ(comm.status(1)[gpu::kStatusPeer], 0) << "rank 1 names rank 0";
 }
@@ -76,11 +93,7 @@ TEST(LateRank, FailsTheCallItsPeerTimedOutOfInsteadOfReducingReusedInput) {
 // its own, waits for rank 1's, times out and ends. Released, rank 1 finds rank 0's data whole in its
 // buffer; the values would be right, but rank 0 failed the call, so rank 1 must not succeed.
 TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
-  EmuOptions o;
-  o.world = 2;
-  o.blocks = 1;
-  o.multicast = false;
-  EmuComm comm(o);
+  EmuComm comm(twoRanksOfOneBlock());
   constexpr size_t kCount = 300;
   std::vector<std::vector<char>> send(2, std::vector<char>(kCount * 4)), recv = send;
   for (int r = 0; r < 2; ++r) fillInput(symmarFloat32, send[static_cast<size_t>(r)].data(), kCount, r, 0);
@@ -89,15 +102,8 @@ TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
   Launch l0 = comm.launchOf(0, c);
   l0.args.timeout_ns = 100 * 1000000ll;
   const Launch l1 = comm.launchOf(1, c);
-  // Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.
-  const char* slot = comm.base(0) + comm.context(0).layout.lamport_off + sched::lamportSlotOffset(0, 1, 2);
-  holdAt(slot, sched::kLamportSlotBytes);
-  std::thread rank1([&] { comm.launchOn(1, l1); });
-  comm.launchOn(0, l0);
+  runWhileRank1IsHeld(comm, l0, l1, rank1LamportSlot(comm), sched::kLamportSlotBytes, [] {});
   EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's data";
-  g_released.store(true, std::memory_order_release);
-  rank1.join();
-  setAccessHook(nullptr);
   EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 completed a call rank 0 had failed";
 }
 
@@ -105,11 +111,7 @@ TEST(LateRank, LamportFailsTheCallItsPeerTimedOutOf) {
 // own, times out waiting for rank 1's and ends, and its stream reuses its input. Released, rank 1
 // finds rank 0's rows whole in its buffer: it must fail the call, not finish the rows.
 TEST(LateRank, FusedLamportFailsTheCallItsPeerTimedOutOf) {
-  EmuOptions o;
-  o.world = 2;
-  o.blocks = 1;
-  o.multicast = false;
-  EmuComm comm(o);
+  EmuComm comm(twoRanksOfOneBlock());
   constexpr size_t kTokens = 2, kHidden = 128, kCount = kTokens * kHidden;
   std::vector<std::vector<float>> in(2, std::vector<float>(kCount, 1.0f)), out = in, norm = in;
   const std::vector<float> gamma(kHidden, 1.0f);
@@ -118,16 +120,10 @@ TEST(LateRank, FusedLamportFailsTheCallItsPeerTimedOutOf) {
     l.push_back(comm.fusedLamportF32LaunchOf(r, in[r].data(), out[r].data(), norm[r].data(), gamma.data(), kTokens, kHidden));
   }
   l[0].args.timeout_ns = 100 * 1000000ll;
-  // Rank 1's slot in rank 0's current lamport buffer (buffer 0): where rank 1 pushes.
-  const char* slot = comm.base(0) + comm.context(0).layout.lamport_off + sched::lamportSlotOffset(0, 1, 2);
-  holdAt(slot, sched::kLamportSlotBytes);
-  std::thread rank1([&] { comm.launchOn(1, l[1]); });
-  comm.launchOn(0, l[0]);
+  runWhileRank1IsHeld(comm, l[0], l[1], rank1LamportSlot(comm), sched::kLamportSlotBytes, [&] {
+    for (float& x : in[0]) x = 1e6f;  // rank 0's stream reuses its input
+  });
   EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0 gave up waiting for rank 1's rows";
-  for (float& x : in[0]) x = 1e6f;  // rank 0's stream reuses its input
-  g_released.store(true, std::memory_order_release);
-  rank1.join();
-  setAccessHook(nullptr);
   EXPECT_NE(comm.status(1)[gpu::kStatusCode], 0) << "rank 1 completed a fused call rank 0 had failed";
 }
 

@@ -1,0 +1,54 @@
+// How a rank writes what its peers will read from staging: plain stores, or non-temporal
+// (streaming) stores that go to memory without first taking each line into the writer's cache.
+// Plain stores are the faster kind while the peer's core shares a cache with this one: the peer
+// then reads the lines from that cache. But a plain store to a line the peer read before must first
+// take it from the peer's cache, and on some machines that costs 10x more from time to time (a VM
+// whose two vCPUs the host places apart: a 2-rank two-shot of 256 KiB took 105-140 us instead of
+// 13-14, steady for seconds, docs/performance/host-allreduce.md). Streaming stores cost the same in
+// every state (about 26 us there). So a rank times its plain staging writes and streams for a while
+// after one that ran at less than kSlowBytesPerNs, then tries plain stores again. The choice is
+// each rank's own: both kinds store the same bytes, fenced before the barrier that publishes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace symmar {
+
+class StagingWrites {
+ public:
+  /// What SYMMAR_HOST_STREAM asks: plain stores only, streaming stores only, or the timed choice.
+  enum class Mode { kPlain = 0, kStream = 1, kAuto = 2 };
+  /// Writes smaller than this are not timed (the clock's cost and noise would dominate) and stay plain.
+  static constexpr size_t kTimedFromBytes = 32 << 10;
+  /// A plain write slower than this many bytes a nanosecond (4 GB/s) switches to streaming. Fast
+  /// handoffs ran at 10-50 GB/s and copies from memory at 5-11 there; the slow state at 1.7-2.3.
+  static constexpr double kSlowBytesPerNs = 4.0;
+  /// Streamed writes after a slow plain one, before plain stores are tried again: one slow write in
+  /// 65 keeps the slow state's cost about 1.1x the streaming cost.
+  static constexpr uint32_t kStreamedWrites = 64;
+
+  explicit StagingWrites(Mode mode = Mode::kAuto) : mode_(mode) {}
+
+  /// Whether the next staging write of `bytes` streams.
+  bool streams(size_t bytes) const {
+    if (mode_ != Mode::kAuto) return mode_ == Mode::kStream;
+    return bytes >= kTimedFromBytes && streamed_left_ > 0;
+  }
+  /// Whether a plain write of `bytes` is to be timed (and its time given to afterPlain).
+  bool times(size_t bytes) const { return mode_ == Mode::kAuto && bytes >= kTimedFromBytes; }
+  /// A timed plain write of `bytes` took `ns` nanoseconds.
+  void afterPlain(size_t bytes, uint64_t ns) {
+    if (static_cast<double>(bytes) < kSlowBytesPerNs * static_cast<double>(ns)) streamed_left_ = kStreamedWrites;
+  }
+  /// A streamed write was made.
+  void afterStreamed() {
+    if (streamed_left_ > 0) --streamed_left_;
+  }
+
+ private:
+  Mode mode_;
+  uint32_t streamed_left_ = 0;
+};
+
+}  // namespace symmar
