@@ -2,6 +2,7 @@
 // memory heap with the same schedules as the GPU kernels. Each collective is complete on return.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,9 +12,11 @@
 #include "core/error.h"
 #include "core/schedule.h"
 #include "core/symmetric_arena.h"
+#include "host/host_reduce.h"
 #include "host/inter_host.h"
 #include "host/shm_heap.h"
 #include "host/shm_sync.h"
+#include "host/simd_reduce.h"
 #include "host/staging_writes.h"
 
 namespace symmar {
@@ -147,6 +150,17 @@ class HostBackend : public Backend {
   size_t chunkElems(size_t elem) const {
     return sched::chunkElems(std::min(heap_->stagingBytes(), 2 * chunk_cap_), elem, world_);
   }
+  /// Makes one chunk's staging writes, `bytes` in all: write(copy), copy being simdStreamCopy where
+  /// `stream` (staging_writes_.streams), else copyBytes, timed for staging_writes_ where it asks.
+  template <typename Write>
+  void writeStaging(size_t bytes, bool stream, Write write) {
+    if (stream) return write(simdStreamCopy);
+    if (!staging_writes_.times(bytes)) return write(copyBytes);
+    const auto start = std::chrono::steady_clock::now();
+    write(copyBytes);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    staging_writes_.afterPlain(bytes, static_cast<uint64_t>(ns.count()));
+  }
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }
   /// The comm's rank of this host's rank `local`: what every message names (on a comm spanning
@@ -155,21 +169,21 @@ class HostBackend : public Backend {
 
   BackendContext ctx_;
   const HostPlacement placement_;
-  const int rank_;   // index among this host's ranks (the comm's rank on a single host)
-  const int world_;  // ranks on this host (the comm's size on a single host)
+  const int rank_;                             // index among this host's ranks (the comm's rank on a single host)
+  const int world_;                            // ranks on this host (the comm's size on a single host)
   std::unique_ptr<Bootstrap> host_bootstrap_;  // this host's ranks, when the comm spans hosts
   std::unique_ptr<InterHost> inter_host_;      // the engine between hosts, once set
-  std::unique_ptr<ShmHeap> heap_;  // null when the hosts have different numbers of ranks
+  std::unique_ptr<ShmHeap> heap_;              // null when the hosts have different numbers of ranks
   SymmetricArena arena_{0};
-  std::unique_ptr<ShmSync> sync_;  // with the heap: barriers, call numbers, failure words
-  int last_read_half_ = 1;        // half peers may still be reading after the previous step
-  bool cross_memory_ = false;     // every rank can read its peers' processes (cross_memory.h)
-  bool staging_ring_ = false;     // calls stage in the ring (sched::stagingRingShift)
-  StagingWrites staging_writes_;  // plain or streaming stores into staging (SYMMAR_HOST_STREAM)
-  std::vector<int> peer_pids_;    // the processes the probe read: where every later read goes
-  size_t chunk_cap_ = 0;          // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
-  std::vector<const void*> srcs_;  // per-rank source pointers, reused by every call
-  std::vector<const void*> piece_srcs_;  // srcs_ advanced to one inter-host piece
+  std::unique_ptr<ShmSync> sync_;                     // with the heap: barriers, call numbers, failure words
+  int last_read_half_ = 1;                            // half peers may still be reading after the previous step
+  bool cross_memory_ = false;                         // every rank can read its peers' processes (cross_memory.h)
+  bool staging_ring_ = false;                         // calls stage in the ring (sched::stagingRingShift)
+  StagingWrites staging_writes_;                      // plain or streaming stores into staging (SYMMAR_HOST_STREAM)
+  std::vector<int> peer_pids_;                        // the processes the probe read: where every later read goes
+  size_t chunk_cap_ = 0;                              // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
+  std::vector<const void*> srcs_;                     // per-rank source pointers, reused by every call
+  std::vector<const void*> piece_srcs_;               // srcs_ advanced to one inter-host piece
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };
 

@@ -20,7 +20,10 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
   for (size_t k = 0; k < sched::numChunks(c.count, chunk); ++k) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
-    copyBytes(staging(rank_, half), c.send + r.begin * c.elem, r.size() * c.elem);
+    const size_t bytes = r.size() * c.elem;
+    const bool stream = staging_writes_.streams(bytes);  // where plain writes were slow lately
+    writeStaging(bytes, stream, [&](auto copy) { copy(staging(rank_, half), c.send + r.begin * c.elem, bytes); });
+    if (stream) staging_writes_.afterStreamed();
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
     last_read_half_ = half;

@@ -7,7 +7,6 @@
 // (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
 // peer read the call before.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 
 #include "core/error.h"
@@ -44,15 +43,10 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const bool stream = staging_writes_.streams(staged_write);
     if (input_offset == sched::kStagedInput) {
       char* staged = staging(rank_, in_half);
-      const auto stage = stream ? simdStreamCopy : copyBytes;
-      const bool timed = !stream && staging_writes_.times(staged_write);
-      const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      stage(staged, src, off);
-      stage(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
-      if (timed) {
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-        staging_writes_.afterPlain(staged_write, static_cast<uint64_t>(ns.count()));
-      }
+      writeStaging(staged_write, stream, [&](auto copy) {
+        copy(staged, src, off);
+        copy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
+      });
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature : 0));
     const uint32_t start_epoch = sync_->epoch();

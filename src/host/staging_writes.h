@@ -20,7 +20,7 @@ class StagingWrites {
   /// What SYMMAR_HOST_STREAM asks: plain stores only, streaming stores only, or the timed choice.
   enum class Mode { kPlain = 0, kStream = 1, kAuto = 2 };
   /// Writes smaller than this are not timed (the clock's cost and noise would dominate) and stay plain.
-  static constexpr size_t kTimedFromBytes = 32 << 10;
+  static constexpr size_t kTimedFromBytes = 4 << 10;
   /// A plain write slower than this many bytes a nanosecond (4 GB/s) switches to streaming. Fast
   /// handoffs ran at 10-50 GB/s and copies from memory at 5-11 there; the slow state at 1.7-2.3.
   static constexpr double kSlowBytesPerNs = 4.0;

@@ -1,5 +1,7 @@
-// Plain or streaming stores into staging (host/staging_writes.h): the choice by hand, and two-shot
-// allreduces that stream every staging write against the float64 reference.
+// Plain or streaming stores into staging (host/staging_writes.h): the choice by hand, and one-shot
+// and two-shot allreduces that stream every staging write against the float64 reference.
+#include "host/staging_writes.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "common/reference.h"
-#include "host/staging_writes.h"
 #include "symmar/symmar.h"
 
 namespace {
@@ -19,8 +20,8 @@ using symmar::StagingWrites;
 TEST(StagingWrites, PlainUntilATimedWriteRunsSlowThenStreamsForAWhile) {
   StagingWrites w;
   EXPECT_FALSE(w.streams(1 << 20));
-  EXPECT_FALSE(w.times(32767)) << "small writes are not timed";
-  EXPECT_TRUE(w.times(32768));
+  EXPECT_FALSE(w.times(4095)) << "small writes are not timed";
+  EXPECT_TRUE(w.times(4096));
   w.afterPlain(1 << 20, 100000);  // 10.5 bytes a ns: fast
   EXPECT_FALSE(w.streams(1 << 20));
   w.afterPlain(131072, 32768);  // exactly 4 bytes a ns: not slow
@@ -28,7 +29,7 @@ TEST(StagingWrites, PlainUntilATimedWriteRunsSlowThenStreamsForAWhile) {
   w.afterPlain(131072, 32769);  // just under 4 bytes a ns: slow
   for (uint32_t i = 0; i < 64; ++i) {
     ASSERT_TRUE(w.streams(1 << 20)) << "streamed write " << i;
-    EXPECT_FALSE(w.streams(32767)) << "small writes stay plain";
+    EXPECT_FALSE(w.streams(4095)) << "small writes stay plain";
     w.afterStreamed();
   }
   EXPECT_FALSE(w.streams(1 << 20)) << "after 64 streamed writes plain stores are tried again";
@@ -47,41 +48,43 @@ TEST(StagingWrites, FixedModesNeitherTimeNorChange) {
   EXPECT_TRUE(stream.streams(1 << 20));
 }
 
-// Two-shot calls of every 16- and 32-bit float dtype with every staging write streamed: sizes
-// below, at and above the timed size, over two chunks (1 MiB each), buffers one element past
-// their vector alignment (the streamed copy's unaligned head and tail), in place and not.
+// One-shot and two-shot calls of every 16- and 32-bit float dtype with every staging write
+// streamed: sizes below, at and above the timed size, over two chunks (1 MiB each), buffers one
+// element past their vector alignment (the streamed copy's unaligned head and tail), in place and not.
 int streamedCalls(symmarComm_t comm, int rank, int world) {
   int wrong = 0, call = 0;
-  for (symmarDataType_t dt : {symmarFloat32, symmarBfloat16, symmarFloat16}) {
-    for (size_t count : {size_t(1000), size_t(8191), size_t(65537), size_t(300001), size_t(600003)}) {
-      for (bool in_place : {false, true}) {
-        const size_t elem = testref::elementSize(dt);
-        std::vector<double> send_words(count * elem / 8 + 2), recv_words(send_words.size());
-        char* send = reinterpret_cast<char*>(send_words.data()) + elem;
-        char* recv = in_place ? send : reinterpret_cast<char*>(recv_words.data()) + elem;
-        testref::fillSmallInts(dt, send, count, rank, call);
-        if (symmarAllReduceAlgo(send, recv, count, dt, symmarSum, symmarAlgoTwoShot, comm, nullptr) != symmarSuccess) {
-          fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
-          return wrong + 1;
-        }
-        for (size_t i = 0; i < count; ++i) {
-          double want = 0;
-          for (int r = 0; r < world; ++r) want += testref::smallIntInput(r, i, call);
-          if (testref::loadElement(recv, dt, i) != want) {
-            fprintf(stderr, "rank %d call %d (dtype %d, %zu): element %zu is %g, not %g\n", rank, call, dt, count, i,
-                    testref::loadElement(recv, dt, i), want);
-            ++wrong;
-            break;
+  for (symmarAlgo_t algo : {symmarAlgoOneShot, symmarAlgoTwoShot}) {
+    for (symmarDataType_t dt : {symmarFloat32, symmarBfloat16, symmarFloat16}) {
+      for (size_t count : {size_t(1000), size_t(8191), size_t(65537), size_t(300001), size_t(600003)}) {
+        for (bool in_place : {false, true}) {
+          const size_t elem = testref::elementSize(dt);
+          std::vector<double> send_words(count * elem / 8 + 2), recv_words(send_words.size());
+          char* send = reinterpret_cast<char*>(send_words.data()) + elem;
+          char* recv = in_place ? send : reinterpret_cast<char*>(recv_words.data()) + elem;
+          testref::fillSmallInts(dt, send, count, rank, call);
+          if (symmarAllReduceAlgo(send, recv, count, dt, symmarSum, algo, comm, nullptr) != symmarSuccess) {
+            fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
+            return wrong + 1;
           }
+          for (size_t i = 0; i < count; ++i) {
+            double want = 0;
+            for (int r = 0; r < world; ++r) want += testref::smallIntInput(r, i, call);
+            if (testref::loadElement(recv, dt, i) != want) {
+              fprintf(stderr, "rank %d call %d (dtype %d, %zu): element %zu is %g, not %g\n", rank, call, dt, count, i,
+                      testref::loadElement(recv, dt, i), want);
+              ++wrong;
+              break;
+            }
+          }
+          ++call;
         }
-        ++call;
       }
     }
   }
   return wrong;
 }
 
-TEST(StagingWrites, TwoShotCallsThatStreamEveryStagingWriteMatchTheReference) {
+TEST(StagingWrites, CallsThatStreamEveryStagingWriteMatchTheReference) {
   setenv("SYMMAR_HOST_STREAM", "1", 1);
   for (int world : {2, 3}) {
     std::vector<symmarComm_t> comms(static_cast<size_t>(world));
@@ -91,7 +94,8 @@ TEST(StagingWrites, TwoShotCallsThatStreamEveryStagingWriteMatchTheReference) {
     std::vector<int> errors(static_cast<size_t>(world));
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r) {
-      ranks.emplace_back([&, r] { errors[static_cast<size_t>(r)] = streamedCalls(comms[static_cast<size_t>(r)], r, world); });
+      ranks.emplace_back(
+          [&, r] { errors[static_cast<size_t>(r)] = streamedCalls(comms[static_cast<size_t>(r)], r, world); });
     }
     for (std::thread& t : ranks) t.join();
     for (int r = 0; r < world; ++r) {
