@@ -18,42 +18,38 @@ namespace symmar {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// A plain vector copy: loads and stores of whole vectors, four at a time, then the tail by memcpy.
-HWY_NOINLINE void Copy(void* dst_raw, const void* src_raw, size_t bytes) {
+// A vector copy: loads and stores of whole vectors, four at a time, then the tail by memcpy. With
+// kStream the stores are non-temporal, going to memory without first taking each line into this
+// core's cache; they need dst aligned to a vector, so its unaligned head goes by memcpy first.
+template <bool kStream>
+HWY_INLINE void CopyVectors(void* dst_raw, const void* src_raw, size_t bytes) {
   uint8_t* HWY_RESTRICT dst = static_cast<uint8_t*>(dst_raw);
   const uint8_t* HWY_RESTRICT src = static_cast<const uint8_t*>(src_raw);
   const hn::ScalableTag<uint8_t> d;
   const size_t n = hn::Lanes(d);
-  size_t i = 0;
+  const auto store = [&](auto v, size_t at) {
+    if constexpr (kStream) {
+      hn::Stream(v, d, dst + at);
+    } else {
+      hn::StoreU(v, d, dst + at);
+    }
+  };
+  size_t i = kStream ? std::min(bytes, (n - reinterpret_cast<uintptr_t>(dst) % n) % n) : 0;
+  std::memcpy(dst, src, i);
   for (; i + 4 * n <= bytes; i += 4 * n) {
     const auto v0 = hn::LoadU(d, src + i), v1 = hn::LoadU(d, src + i + n);
     const auto v2 = hn::LoadU(d, src + i + 2 * n), v3 = hn::LoadU(d, src + i + 3 * n);
-    hn::StoreU(v0, d, dst + i), hn::StoreU(v1, d, dst + i + n);
-    hn::StoreU(v2, d, dst + i + 2 * n), hn::StoreU(v3, d, dst + i + 3 * n);
+    store(v0, i), store(v1, i + n), store(v2, i + 2 * n), store(v3, i + 3 * n);
   }
-  for (; i + n <= bytes; i += n) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+  for (; i + n <= bytes; i += n) store(hn::LoadU(d, src + i), i);
   if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
 }
 
-// The same with non-temporal stores to dst, which go to memory without first taking each line
-// into this core's cache: dst's unaligned head and tail by memcpy, the rest by whole vectors.
-// Ordered before later stores only after FlushStream (simdStreamCopy makes it).
-HWY_NOINLINE void StreamCopy(void* dst_raw, const void* src_raw, size_t bytes) {
-  uint8_t* HWY_RESTRICT dst = static_cast<uint8_t*>(dst_raw);
-  const uint8_t* HWY_RESTRICT src = static_cast<const uint8_t*>(src_raw);
-  const hn::ScalableTag<uint8_t> d;
-  const size_t n = hn::Lanes(d);
-  const size_t head = std::min(bytes, (n - reinterpret_cast<uintptr_t>(dst) % n) % n);
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 4 * n <= bytes; i += 4 * n) {
-    const auto v0 = hn::LoadU(d, src + i), v1 = hn::LoadU(d, src + i + n);
-    const auto v2 = hn::LoadU(d, src + i + 2 * n), v3 = hn::LoadU(d, src + i + 3 * n);
-    hn::Stream(v0, d, dst + i), hn::Stream(v1, d, dst + i + n);
-    hn::Stream(v2, d, dst + i + 2 * n), hn::Stream(v3, d, dst + i + 3 * n);
-  }
-  for (; i + n <= bytes; i += n) hn::Stream(hn::LoadU(d, src + i), d, dst + i);
-  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
+HWY_NOINLINE void Copy(void* dst, const void* src, size_t bytes) { CopyVectors<false>(dst, src, bytes); }
+
+// Non-temporal stores are ordered before later stores only after FlushStream.
+HWY_NOINLINE void StreamCopy(void* dst, const void* src, size_t bytes) {
+  CopyVectors<true>(dst, src, bytes);
   hwy::FlushStream();
 }
 

@@ -221,6 +221,8 @@ int runRank(const Schedule& s, int r, const symmarUniqueId& id, Slots* slots, fa
   // Odd seeds stage calls in the staging ring at every world (by default only where each rank has
   // a core of its own).
   if (s.seed % 2) setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
+  // Each rank writes staging with plain, streaming or timed stores, ranks of one comm differing.
+  setenv("SYMMAR_HOST_STREAM", std::to_string((s.seed + static_cast<uint64_t>(r)) % 3).c_str(), 1);
   symmarComm_t comm = nullptr;
   if (symmarCommInitRank(&comm, s.world, id, r, &cfg) != symmarSuccess) return 100;
   if (s.per_host < s.world && engine->install(comm, r) != symmarSuccess) return 101;
