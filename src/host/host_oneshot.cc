@@ -21,9 +21,8 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const int half = takeWriteHalf();
     const size_t bytes = r.size() * c.elem;
-    const bool stream = staging_writes_.streams(bytes);  // where plain writes were slow lately
-    writeStaging(bytes, stream, [&](auto copy) { copy(staging(rank_, half), c.send + r.begin * c.elem, bytes); });
-    if (stream) staging_writes_.afterStreamed();
+    // Streamed where plain writes were slow lately (staging_writes.h).
+    stageChunk(bytes, [&](auto copy) { copy(staging(rank_, half), c.send + r.begin * c.elem, bytes); });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
     last_read_half_ = half;

@@ -79,8 +79,12 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
     char* staged = staging(rank_, half);
-    for (int q = 0; q < world_ && input_offset == sched::kStagedInput; ++q) {
-      if (q != rank_) copyBytes(staged + q * bytes, send + q * block + r.begin * elem, bytes);
+    if (input_offset == sched::kStagedInput) {  // streamed where plain writes were slow lately
+      stageChunk((world_ - 1) * bytes, [&](auto copy) {
+        for (int q = 0; q < world_; ++q) {
+          if (q != rank_) copy(staged + q * bytes, send + q * block + r.begin * elem, bytes);
+        }
+      });
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? callSignature(c) : 0));
     const uint32_t epoch = sync_->epoch();
@@ -117,7 +121,9 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
     const sched::Range r = sched::chunkRange(c.count, chunk, k);
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
-    if (input_word == sched::kStagedInput) copyBytes(staging(rank_, half), send + r.begin * elem, bytes);
+    if (input_word == sched::kStagedInput) {  // streamed where plain writes were slow lately
+      stageChunk(bytes, [&](auto copy) { copy(staging(rank_, half), send + r.begin * elem, bytes); });
+    }
     // The own block needs no peer: copied while the peers stage theirs (in place it is there already).
     char* own = recv + rank_ * block + r.begin * elem;
     if (own != send + r.begin * elem) copyBytes(own, send + r.begin * elem, bytes);

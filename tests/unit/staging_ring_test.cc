@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +18,7 @@
 #include <vector>
 
 #include "api/comm.h"
-#include "common/reference.h"
+#include "host_call_checks.h"
 #include "core/schedule.h"
 #include "host/host_backend.h"
 
@@ -78,177 +77,18 @@ TEST(StagingRing, EveryShiftKeepsTheCallInsideItsHalf) {
   }
 }
 
-// Counts around and across the ring's limits (float32: 8 KiB is 2048 elements, a quarter of the
-// ring 262144), odd ones included.
-const size_t kCounts[] = {2047, 2048, 5000, 16411, 65536, 262144, 262145, 300000};
-
-// Small integers: exact in bfloat16, and so are their sums over a few ranks.
-double inputAt(int rank, size_t i, int call) { return static_cast<double>((rank * 7 + i * 3 + call * 5) % 17) - 8; }
-
-// Every rank runs rounds x kCounts allreduces (one-shot and two-shot by turns, float32 and bfloat16,
-// in place every third call) and checks every element against the sum in double; returns the
-// wrong calls.
-int ringCalls(symmarComm_t comm, int rank, int world, int rounds) {
-  int wrong = 0, call = 0;
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t count : kCounts) {
-      const symmarDataType_t dt = call % 2 ? symmarBfloat16 : symmarFloat32;
-      const bool in_place = call % 3 == 0;
-      const symmarAlgo_t algo = call % 4 < 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
-      std::vector<float> send(count), recv(count);  // room for count elements of either dtype
-      for (size_t i = 0; i < count; ++i) testref::storeElement(send.data(), dt, i, inputAt(rank, i, call));
-      void* out = in_place ? send.data() : recv.data();
-      if (symmarAllReduceAlgo(send.data(), out, count, dt, symmarSum, algo, comm, nullptr) != symmarSuccess) {
-        fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
-        return wrong + 1;
-      }
-      for (size_t i = 0; i < count; ++i) {
-        double want = 0;
-        for (int r = 0; r < world; ++r) want += inputAt(r, i, call);
-        if (testref::loadElement(out, dt, i) != want) {
-          fprintf(stderr, "rank %d call %d (%zu x dtype %d): element %zu is %g, not %g\n", rank, call, count, dt, i,
-                  testref::loadElement(out, dt, i), want);
-          ++wrong;
-          break;
-        }
-      }
-      ++call;
-    }
-  }
-  return wrong;
-}
-
-// Every rank runs rounds x 4 fused calls of 1024 float32 a row (2, 4, 8 and 19 rows: staged and
-// published rows in the ring), one-shot and two-shot by turns, no residual, gamma 1: residual_out
-// must be the double sum exactly, norm_out that sum over its RMS to float rounding; returns the
-// wrong calls.
-int fusedRingCalls(symmarComm_t comm, int rank, int world, int rounds) {
-  constexpr size_t kHidden = 1024;
-  int wrong = 0, call = 0;
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t tokens : {size_t(2), size_t(4), size_t(8), size_t(19)}) {
-      const size_t n = tokens * kHidden;
-      std::vector<float> in(n), res(n), norm(n), gamma(kHidden, 1.0f);
-      for (size_t i = 0; i < n; ++i) in[i] = static_cast<float>(inputAt(rank, i, call));
-      symmarAddRmsNormArgs_t a{};
-      a.input = in.data();
-      a.residual_out = res.data();
-      a.norm_out = norm.data();
-      a.gamma = gamma.data();
-      a.eps = 1e-6f;
-      a.tokens = tokens;
-      a.hidden = kHidden;
-      a.dtype = symmarFloat32;
-      const symmarAlgo_t algo = call % 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
-      if (symmarAllReduceAddRmsNormAlgo(&a, algo, comm, nullptr) != symmarSuccess) {
-        fprintf(stderr, "rank %d fused call %d failed: %s\n", rank, call, symmarGetLastError(comm));
-        return wrong + 1;
-      }
-      for (size_t t = 0; t < tokens; ++t) {
-        double squares = 0;
-        std::vector<double> sum(kHidden);
-        for (size_t i = 0; i < kHidden; ++i) {
-          for (int r = 0; r < world; ++r) sum[i] += inputAt(r, t * kHidden + i, call);
-          squares += sum[i] * sum[i];
-        }
-        const double inv = 1.0 / std::sqrt(squares / kHidden + 1e-6);
-        bool bad = false;
-        for (size_t i = 0; i < kHidden && !bad; ++i) {
-          const double want = sum[i] * inv;
-          bad = res[t * kHidden + i] != sum[i] || std::fabs(norm[t * kHidden + i] - want) > 1e-5 * std::fabs(want) + 1e-6;
-        }
-        if (bad) {
-          fprintf(stderr, "rank %d fused call %d (%zu rows): row %zu is wrong\n", rank, call, tokens, t);
-          ++wrong;
-          break;
-        }
-      }
-      ++call;
-    }
-  }
-  return wrong;
-}
-
-// Blocks (elements per rank) of the reduce-scatters and all-gathers, around and across the ring's
-// limits: a reduce-scatter takes the ring from a float32 block of 2048 (8 KiB, what a peer reads)
-// to whole buffers of 1 MiB (131072 at 2 ranks), an all-gather from a block of 4096 to 262144.
-const size_t kBlocks[] = {2047, 2048, 4095, 4096, 5000, 16411, 65536, 131072, 131073};
-
-// As ringCalls, for one-shot reduce-scatters and all-gathers by turns (in place every third call):
-// every output element against the sum in double (reduce-scatter) or the input it copies.
-int scatterGatherRingCalls(symmarComm_t comm, int rank, int world, int rounds) {
-  int wrong = 0, call = 0;
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t count : kBlocks) {
-      const symmarDataType_t dt = call % 4 < 2 ? symmarBfloat16 : symmarFloat32;
-      const size_t elem = dt == symmarFloat32 ? 4 : 2;
-      const bool reduce = call % 2 == 0, in_place = call % 3 == 0;
-      const size_t whole = count * static_cast<size_t>(world);
-      std::vector<float> big(whole), small(count);  // room for either dtype
-      char* const own_block = reinterpret_cast<char*>(big.data()) + static_cast<size_t>(rank) * count * elem;
-      symmarResult_t res;
-      const void* out;
-      if (reduce) {
-        for (size_t i = 0; i < whole; ++i) testref::storeElement(big.data(), dt, i, inputAt(rank, i, call));
-        out = in_place ? static_cast<void*>(own_block) : small.data();
-        res = symmarReduceScatterAlgo(big.data(), const_cast<void*>(out), count, dt, symmarSum, symmarAlgoOneShot, comm,
-                                      nullptr);
-      } else {
-        void* send = in_place ? static_cast<void*>(own_block) : small.data();
-        for (size_t i = 0; i < count; ++i) testref::storeElement(send, dt, i, inputAt(rank, i, call));
-        out = big.data();
-        res = symmarAllGatherAlgo(send, big.data(), count, dt, symmarAlgoOneShot, comm, nullptr);
-      }
-      if (res != symmarSuccess) {
-        fprintf(stderr, "rank %d call %d failed: %s\n", rank, call, symmarGetLastError(comm));
-        return wrong + 1;
-      }
-      const size_t n = reduce ? count : whole;
-      for (size_t i = 0; i < n; ++i) {
-        double want = 0;  // reduce-scatter: element rank * count + i summed; all-gather: rank i / count's input
-        if (reduce) {
-          for (int r = 0; r < world; ++r) want += inputAt(r, static_cast<size_t>(rank) * count + i, call);
-        } else {
-          want = inputAt(static_cast<int>(i / count), i % count, call);
-        }
-        if (testref::loadElement(out, dt, i) != want) {
-          fprintf(stderr, "rank %d call %d (%s, %zu x dtype %d): element %zu is %g, not %g\n", rank, call,
-                  reduce ? "reduce-scatter" : "all-gather", count, dt, i, testref::loadElement(out, dt, i), want);
-          ++wrong;
-          break;
-        }
-      }
-      ++call;
-    }
-  }
-  return wrong;
-}
-
 TEST(StagingRing, CallsAroundTheRingMatchTheReference) {
   // Forced on: at 3 and 4 ranks on a small machine the ring would be off by default.
   setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
   for (int world : {2, 3, 4}) {
-    std::vector<symmarComm_t> comms(static_cast<size_t>(world));
-    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-    cfg.device = SYMMAR_DEVICE_CPU;
-    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess);
-    for (symmarComm_t comm : comms) EXPECT_TRUE(usesRing(comm));
     // 12 rounds at 2 ranks: the 65536-element calls (float32, 256 KiB: 8 slots) come round the
     // ring again, with the other sizes' calls between them.
-    std::vector<int> errors(static_cast<size_t>(world));
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < world; ++r) {
-      ranks.emplace_back([&, r] {
-        symmarComm_t comm = comms[static_cast<size_t>(r)];
-        errors[static_cast<size_t>(r)] =
-            ringCalls(comm, r, world, world == 2 ? 12 : 4) + scatterGatherRingCalls(comm, r, world, world == 2 ? 6 : 3);
-      });
-    }
-    for (std::thread& t : ranks) t.join();
-    for (int r = 0; r < world; ++r) {
-      EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
-      symmarCommDestroy(comms[static_cast<size_t>(r)]);
-    }
+    const std::vector<int> errors = hostcalls::onThreadRanks(world, [world](symmarComm_t comm, int r) {
+      if (!usesRing(comm)) return 100;
+      return hostcalls::allReduceCalls(comm, r, world, world == 2 ? 12 : 4) +
+             hostcalls::scatterGatherCalls(comm, r, world, world == 2 ? 6 : 3);
+    });
+    for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
   }
   unsetenv("SYMMAR_HOST_STAGING_RING");
 }
@@ -258,28 +98,13 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
   // on every rank alike.
   setenv("SYMMAR_HOST_STAGING_RING", "1", 1);
   setenv("SYMMAR_EPOCH_START", "4294967100", 1);  // wraps after about 200 calls
-  std::vector<symmarComm_t> comms(2);
-  symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-  cfg.device = SYMMAR_DEVICE_CPU;
-  const symmarResult_t init = symmarCommInitAll(comms.data(), 2, nullptr, &cfg);
+  const std::vector<int> errors = hostcalls::onThreadRanks(2, [](symmarComm_t comm, int r) {
+    return hostcalls::allReduceCalls(comm, r, 2, 20) + hostcalls::scatterGatherCalls(comm, r, 2, 10) +
+           hostcalls::fusedCalls(comm, r, 2, 10) + hostcalls::allReduceCalls(comm, r, 2, 20);
+  });
   unsetenv("SYMMAR_EPOCH_START");
   unsetenv("SYMMAR_HOST_STAGING_RING");
-  ASSERT_EQ(init, symmarSuccess);
-  std::vector<int> errors(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      symmarComm_t comm = comms[static_cast<size_t>(r)];
-      errors[static_cast<size_t>(r)] =
-          ringCalls(comm, r, 2, 20) + scatterGatherRingCalls(comm, r, 2, 10) + fusedRingCalls(comm, r, 2, 10) +
-          ringCalls(comm, r, 2, 20);
-    });
-  }
-  for (std::thread& t : ranks) t.join();
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "rank " << r;
-    symmarCommDestroy(comms[static_cast<size_t>(r)]);
-  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "rank " << r;
 }
 
 // Runs body(comm, rank) in two forked ranks of one comm, rank r with SYMMAR_HOST_STAGING_RING set
@@ -390,7 +215,7 @@ TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
     const std::vector<int> status = forkedPair(
         [&](symmarComm_t comm, int rank) {
           if (usesRing(comm)) return 11;
-          return ringCalls(comm, rank, 2, 2) + scatterGatherRingCalls(comm, rank, 2, 1) ? 12 : 0;
+          return hostcalls::allReduceCalls(comm, rank, 2, 2) + hostcalls::scatterGatherCalls(comm, rank, 2, 1) ? 12 : 0;
         },
         ring);
     for (int rank = 0; rank < 2; ++rank) {

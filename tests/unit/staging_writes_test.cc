@@ -1,5 +1,6 @@
-// Plain or streaming stores into staging (host/staging_writes.h): the choice by hand, and one-shot
-// and two-shot allreduces that stream every staging write against the float64 reference.
+// Plain or streaming stores into staging (host/staging_writes.h): the choice by hand, and every
+// host collective that stages (allreduce one-shot and two-shot, reduce-scatter, all-gather, the fused
+// call) streaming every staging write, against the float64 reference.
 #include "host/staging_writes.h"
 
 #include <gtest/gtest.h>
@@ -7,10 +8,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <vector>
 
 #include "common/reference.h"
+#include "host_call_checks.h"
 #include "symmar/symmar.h"
 
 namespace {
@@ -87,22 +88,25 @@ int streamedCalls(symmarComm_t comm, int rank, int world) {
 TEST(StagingWrites, CallsThatStreamEveryStagingWriteMatchTheReference) {
   setenv("SYMMAR_HOST_STREAM", "1", 1);
   for (int world : {2, 3}) {
-    std::vector<symmarComm_t> comms(static_cast<size_t>(world));
-    symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-    cfg.device = SYMMAR_DEVICE_CPU;
-    ASSERT_EQ(symmarCommInitAll(comms.data(), world, nullptr, &cfg), symmarSuccess) << symmarGetLastError(nullptr);
-    std::vector<int> errors(static_cast<size_t>(world));
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < world; ++r) {
-      ranks.emplace_back(
-          [&, r] { errors[static_cast<size_t>(r)] = streamedCalls(comms[static_cast<size_t>(r)], r, world); });
-    }
-    for (std::thread& t : ranks) t.join();
-    for (int r = 0; r < world; ++r) {
-      EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
-      symmarCommDestroy(comms[static_cast<size_t>(r)]);
-    }
+    const std::vector<int> errors = hostcalls::onThreadRanks(
+        world, [world](symmarComm_t comm, int r) { return streamedCalls(comm, r, world); });
+    for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
   }
+  unsetenv("SYMMAR_HOST_STREAM");
+}
+
+TEST(StagingWrites, OtherCollectivesThatStreamEveryStagingWriteMatchTheReference) {
+  // The reduce-scatter's and all-gather's staged blocks and the fused call's staged rows, streamed;
+  // the all-gather stages every block (no reads of the peers' processes).
+  setenv("SYMMAR_HOST_STREAM", "1", 1);
+  setenv("SYMMAR_HOST_CMA", "0", 1);
+  for (int world : {2, 3}) {
+    const std::vector<int> errors = hostcalls::onThreadRanks(world, [world](symmarComm_t comm, int r) {
+      return hostcalls::scatterGatherCalls(comm, r, world, 2) + hostcalls::fusedCalls(comm, r, world, 2);
+    });
+    for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
+  }
+  unsetenv("SYMMAR_HOST_CMA");
   unsetenv("SYMMAR_HOST_STREAM");
 }
 
