@@ -206,7 +206,7 @@ def main():
     # Each peer against symmar in place, and vLLM's in-place call against symmar out of place.
     ratios = [(n, "symmar") for n in names if n != "symmar"] + [("vllm", "symmar_out")] * ("vllm" in names)
     print("# %-9s %10s " % ("dtype", "bytes") + "".join(" %25s" % n for n in names) +
-          "".join("%16s" % ("%s/%s" % pair) for pair in ratios))
+          "".join(" %*s" % (len("%s/%s" % pair), "%s/%s" % pair) for pair in ratios))
     for i, (dtype_name, size, _) in enumerate(results[0]["rows"]):
         # The slowest rank's figure of each kind.
         med = {n: max(r["rows"][i][2][n][0] for r in results) for n in names}
@@ -214,7 +214,7 @@ def main():
         hi = {n: max(r["rows"][i][2][n][2] for r in results) for n in names}
         cells = "".join(" %25s" % ("%.1f [%.1f-%.1f]" % (med[n], lo[n], hi[n])) for n in names)
         print("  %-9s %10d " % (dtype_name, size) + cells +
-              "".join("%15.2fx" % (med[a] / med[b]) for a, b in ratios))
+              "".join(" %*.2fx" % (len("%s/%s" % (a, b)) - 1, med[a] / med[b]) for a, b in ratios))
 
 
 if __name__ == "__main__":
