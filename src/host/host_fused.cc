@@ -70,10 +70,11 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
       copy(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
     });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
-    // Row r from every rank's rows, summed in rank order.
+    // Row r from every rank's rows, summed in rank order; this rank's own row from its input,
+    // still in its cache (where the staged copy may have been streamed past it).
     const auto finishRow = [&](size_t r, const AddRmsNormRowCopy* copy) {
       for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, in_half) + r * row_bytes;
-      if (r >= mine.begin && r < mine.end) srcs_[rank_] = chunk_in + r * row_bytes;
+      srcs_[rank_] = chunk_in + r * row_bytes;
       finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_, copy);
     };
     if (algo != symmarAlgoTwoShot) {

@@ -1,5 +1,6 @@
-// One-shot on the host: every rank publishes its chunk in its staging buffer, then reads all
-// ranks' chunks and reduces them itself (rank order 0..N-1, so every rank computes the same bits).
+// One-shot on the host: every rank publishes its chunk in its staging buffer, then reads its
+// peers' chunks from theirs and its own from its input, and reduces them itself (rank order
+// 0..N-1, so every rank computes the same bits).
 // Staging halves alternate, so one barrier per chunk suffices: a rank that passed barrier k knows
 // every peer finished reading the half that chunk k+1 overwrites (it was read before barrier k).
 // From 8 KiB to 1 MiB a call stages at its slot of the staging ring (sched::stagingRingShift)
@@ -25,6 +26,10 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     stageChunk(bytes, [&](auto copy) { copy(staging(rank_, half), c.send + r.begin * c.elem, bytes); });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
+    // Its own chunk from its input, still in its cache: the staged copy may have been streamed
+    // past the cache (2 ranks, float32, 128 KiB-2 MiB: 1.4-2.4x as fast with plain staging
+    // writes, 1.05-1.3x when streamed).
+    srcs_[rank_] = c.send + r.begin * c.elem;
     last_read_half_ = half;
     if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output
       reduceToPieces(c, r.size());
