@@ -292,12 +292,14 @@ const Spec kSpecs[] = {
      symmarLinkHostMemory,
      2,
      2,
-     {{LAMPORT, 64}, {ONE, 4 * KiB}, {ONE, 8 * KiB, 4}, {TWO, kUnbounded}},
+     {{LAMPORT, 64}, {ONE, 4 * KiB}, {ONE, 16 * KiB, 4}, {TWO, kUnbounded}},
      "symmar_perf mpirun -np 2 --bind-to core -A oneshot,twoshot --hot, float and bfloat16, 3 runs, 2-core Zen 4 "
-     "VM, 2026-12-06: two-shot / one-shot 1.28-1.43x (float) and 1.14-1.41x (bf16) at 512 B-4 KiB, 1.14x and "
-     "0.77x at 8 KiB, 0.64-1.00x at 16-32 KiB; at 8 KiB, 2026-12-06, 3 runs: 1.06-1.14x float, 1.03-1.07x int32 "
-     "and double (2 runs), 0.72-0.80x bf16 and fp16 (the crossover follows the element count: the 16-bit "
-     "conversions cost per element); lamport: symmar_perf mpirun -np 2, float sum, 2026-11-30: 0.14 us "
+     "VM, 2026-12-06: two-shot / one-shot 1.28-1.43x (float) and 1.14-1.41x (bf16) at 512 B-4 KiB; at 8 KiB, "
+     "3 runs: 1.06-1.14x float, 1.03-1.07x int32 and double (2 runs), 0.72-0.80x bf16 and fp16 (the crossover "
+     "follows the element count: the 16-bit conversions cost per element); with the one-shot reading its own "
+     "chunk from its input, symmar_perf mpirun -np 2 -A oneshot,twoshot --hot, 3 runs, 2026-12-07: float 1.03-1.11x "
+     "at 8 KiB, 1.05-1.18x at 16 KiB, 0.98-1.16x at 32 KiB, 0.70-0.73x from 64 KiB; int32 1.02-1.11x and double "
+     "0.90-0.97x at 16 KiB; bf16 0.95-1.08x at 4 KiB, 0.89-0.93x at 8 KiB; lamport: symmar_perf mpirun -np 2, float sum, 2026-11-30: 0.14 us "
      "vs oneshot 0.16-0.18 vs mpi 0.22-0.23 at 4-64 B, oneshot ahead from 256 B"},
     {kArchHost,
      symmarLinkHostMemory,
