@@ -6,8 +6,12 @@
 // whose two vCPUs the host places apart: a 2-rank two-shot of 256 KiB took 105-140 us instead of
 // 13-14, steady for seconds, docs/performance/host-allreduce.md). Streaming stores cost the same in
 // every state (about 26 us there). So a rank times its plain staging writes and streams for a while
-// after one that ran at less than kSlowBytesPerNs, then tries plain stores again. The choice is
-// each rank's own: both kinds store the same bytes, fenced before the barrier that publishes them.
+// after two in a row that ran at less than kSlowBytesPerNs, then tries plain stores again, and
+// streams again at once if that try is slow too. One slow write alone is not the state but a moment
+// (the rank descheduled mid-copy: isolated writes at 0.2-3 GB/s among fast ones were seen in runs
+// that were fast throughout), and 64 streamed chunks after it made a whole round of 1 MiB calls
+// run at the streaming cost. The choice is each rank's own: both kinds store the same bytes, fenced
+// before the barrier that publishes them.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +28,10 @@ class StagingWrites {
   /// A plain write slower than this many bytes a nanosecond (4 GB/s) switches to streaming. Fast
   /// handoffs ran at 10-50 GB/s and copies from memory at 5-11 there; the slow state at 1.7-2.3.
   static constexpr double kSlowBytesPerNs = 4.0;
-  /// Streamed writes after a slow plain one, before plain stores are tried again: one slow write in
-  /// 65 keeps the slow state's cost about 1.1x the streaming cost.
+  /// Slow timed plain writes in a row that start the streaming.
+  static constexpr uint32_t kSlowWritesToStream = 2;
+  /// Streamed writes before plain stores are tried again: one slow write in 65 keeps the slow
+  /// state's cost about 1.1x the streaming cost.
   static constexpr uint32_t kStreamedWrites = 64;
 
   explicit StagingWrites(Mode mode = Mode::kAuto) : mode_(mode) {}
@@ -39,16 +45,24 @@ class StagingWrites {
   bool times(size_t bytes) const { return mode_ == Mode::kAuto && bytes >= kTimedFromBytes; }
   /// A timed plain write of `bytes` took `ns` nanoseconds.
   void afterPlain(size_t bytes, uint64_t ns) {
-    if (static_cast<double>(bytes) < kSlowBytesPerNs * static_cast<double>(ns)) streamed_left_ = kStreamedWrites;
+    const bool slow = static_cast<double>(bytes) < kSlowBytesPerNs * static_cast<double>(ns);
+    slow_in_row_ = slow ? slow_in_row_ + 1 : 0;
+    if (slow && (trying_plain_ || slow_in_row_ >= kSlowWritesToStream)) {
+      streamed_left_ = kStreamedWrites;
+      slow_in_row_ = 0;
+    }
+    trying_plain_ = false;
   }
   /// A streamed write was made.
   void afterStreamed() {
-    if (streamed_left_ > 0) --streamed_left_;
+    if (streamed_left_ > 0 && --streamed_left_ == 0) trying_plain_ = true;
   }
 
  private:
   Mode mode_;
   uint32_t streamed_left_ = 0;
+  uint32_t slow_in_row_ = 0;   // timed plain writes in a row that ran slow
+  bool trying_plain_ = false;  // the next timed plain write is the try after a streaming run
 };
 
 }  // namespace symmar

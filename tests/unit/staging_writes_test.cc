@@ -18,7 +18,7 @@ namespace {
 
 using symmar::StagingWrites;
 
-TEST(StagingWrites, PlainUntilATimedWriteRunsSlowThenStreamsForAWhile) {
+TEST(StagingWrites, PlainUntilTwoTimedWritesInARowRunSlowThenStreamsForAWhile) {
   StagingWrites w;
   EXPECT_FALSE(w.streams(1 << 20));
   EXPECT_FALSE(w.times(4095)) << "small writes are not timed";
@@ -26,16 +26,26 @@ TEST(StagingWrites, PlainUntilATimedWriteRunsSlowThenStreamsForAWhile) {
   w.afterPlain(1 << 20, 100000);  // 10.5 bytes a ns: fast
   EXPECT_FALSE(w.streams(1 << 20));
   w.afterPlain(131072, 32768);  // exactly 4 bytes a ns: not slow
+  w.afterPlain(131072, 32768);
   EXPECT_FALSE(w.streams(1 << 20));
-  w.afterPlain(131072, 32769);  // just under 4 bytes a ns: slow
+  w.afterPlain(131072, 32769);  // just under 4 bytes a ns: slow, but alone
+  EXPECT_FALSE(w.streams(1 << 20)) << "one slow write is a moment, not the state";
+  w.afterPlain(1 << 20, 100000);  // a fast one between: the count starts again
+  w.afterPlain(131072, 32769);
+  EXPECT_FALSE(w.streams(1 << 20));
+  w.afterPlain(131072, 32769);  // the second slow one in a row
   for (uint32_t i = 0; i < 64; ++i) {
     ASSERT_TRUE(w.streams(1 << 20)) << "streamed write " << i;
     EXPECT_FALSE(w.streams(4095)) << "small writes stay plain";
     w.afterStreamed();
   }
   EXPECT_FALSE(w.streams(1 << 20)) << "after 64 streamed writes plain stores are tried again";
-  w.afterPlain(1 << 20, 1000000);  // 1 byte a ns: slow again
-  EXPECT_TRUE(w.streams(1 << 20));
+  w.afterPlain(1 << 20, 1000000);  // 1 byte a ns: the try is slow, so the state persists
+  EXPECT_TRUE(w.streams(1 << 20)) << "a slow try streams again at once";
+  for (uint32_t i = 0; i < 64; ++i) w.afterStreamed();
+  w.afterPlain(1 << 20, 100000);  // this try is fast: plain again, and one slow write is a moment again
+  w.afterPlain(1 << 20, 1000000);
+  EXPECT_FALSE(w.streams(1 << 20));
 }
 
 TEST(StagingWrites, FixedModesNeitherTimeNorChange) {
