@@ -204,7 +204,7 @@ def main():
           % (args.ranks, args.threads, how, results[0]["vllm"], results[0]["deepspeed"]))
     names = list(results[0]["rows"][0][2].keys())
     # Each peer against symmar in place, and vLLM's in-place call against symmar out of place.
-    ratios = [(n, "symmar") for n in names if n != "symmar"] + [("vllm", "symmar_out")] * ("vllm" in names)
+    ratios = [(n, "symmar") for n in names if n != "symmar"] + [("vllm", "symmar_out")] * ("vllm" in names and "symmar_out" in names)
     print("# %-9s %10s " % ("dtype", "bytes") + "".join(" %25s" % n for n in names) +
           "".join(" %*s" % (len("%s/%s" % pair), "%s/%s" % pair) for pair in ratios))
     for i, (dtype_name, size, _) in enumerate(results[0]["rows"]):

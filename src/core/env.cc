@@ -56,8 +56,8 @@ const EnvVarInfo kRegistry[] = {
      "MPI does); 0 stages it, and a rank with 0 leaves Yama's rule alone. Off when any rank asks.",
      kInteger, 1, 0, 1},
     {"SYMMAR_HOST_STREAM", "0, 1 or 2", "2",
-     "Host backend: how a one-shot or two-shot allreduce writes what its peers read from staging: 0 plain stores, 1 "
-     "non-temporal (streaming) stores, 2 plain stores, streaming for the next 64 chunks after a plain staging write "
+     "Host backend: how a collective writes what its peers read from staging: 0 plain stores, 1 non-temporal "
+     "(streaming) stores, 2 plain stores, streaming for the next 64 chunks after two plain staging writes in a row "
      "of 4 KiB or more ran at under 4 GB/s (the writer's core taking lines back from a peer's cache, which some "
      "machines make 10x dearer at times). Each rank's own choice.",
      kInteger, 2, 0, 2},

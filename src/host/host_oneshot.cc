@@ -27,8 +27,8 @@ symmarResult_t HostBackend::runOneShot(const Call& c) {
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? c.signature : 0));
     for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, half);
     // Its own chunk from its input, still in its cache: the staged copy may have been streamed
-    // past the cache (2 ranks, float32, 128 KiB-2 MiB: 1.4-2.4x as fast with plain staging
-    // writes, 1.05-1.3x when streamed).
+    // past the cache (2 ranks, 128 KiB-2 MiB, docs/performance/host-allreduce.md: 1.4-2.8x as
+    // fast with plain staging writes, 1.03-1.6x when streamed).
     srcs_[rank_] = c.send + r.begin * c.elem;
     last_read_half_ = half;
     if (inter_host_) {  // this host's sum is a partial for the inter-host stage, which writes the output
