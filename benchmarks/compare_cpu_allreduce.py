@@ -34,6 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+from machine_state import handoff_us  # noqa: E402
 
 
 def parse_size(text):
@@ -85,6 +87,9 @@ def rank_main(rank, args, store, out):
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(args.ranks), LOCAL_RANK=str(rank), LOCAL_SIZE=str(args.ranks),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
+    if args.bind:  # one core per rank, as an engine binds its workers (VLLM_CPU_OMP_THREADS_BIND)
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
     comm = symmar.Comm.from_process_group(None, device="cpu")
@@ -187,6 +192,7 @@ def main():
     p.add_argument("--port", type=int, default=29517)
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: the CPUs / ranks)")
     p.add_argument("--refill", action="store_true", help="refill the tensor before each call, time calls alone")
+    p.add_argument("--bind", action="store_true", help="bind rank r to the r-th CPU (mod the CPUs), as engines bind workers")
     args = p.parse_args()
     if args.threads <= 0:
         args.threads = max(1, (os.cpu_count() or 1) // args.ranks)
@@ -194,6 +200,7 @@ def main():
     import torch
     import torch.multiprocessing as tmp
 
+    before = handoff_us()
     with tempfile.TemporaryDirectory() as out:
         tmp.spawn(rank_main, args=(args, os.path.join(out, "store"), out), nprocs=args.ranks, join=True)
         results = [torch.load(os.path.join(out, "%d.pt" % r)) for r in range(args.ranks)]
@@ -202,6 +209,8 @@ def main():
            % (args.rounds, args.iters))
     print("# %d ranks, %d threads each; us per call (%s), slowest rank; vLLM: %s; DeepSpeed: %s"
           % (args.ranks, args.threads, how, results[0]["vllm"], results[0]["deepspeed"]))
+    print("# machine state: a 256 KiB handoff between the two CPUs took %s us before the run, %s after "
+          "(machine_state.py; about 28 us fast, 115 slow on the VM of docs/performance/)" % (before, handoff_us()))
     names = list(results[0]["rows"][0][2].keys())
     # Each peer against symmar in place, and vLLM's in-place call against symmar out of place.
     ratios = [(n, "symmar") for n in names if n != "symmar"] + [("vllm", "symmar_out")] * ("vllm" in names and "symmar_out" in names)

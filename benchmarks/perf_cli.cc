@@ -144,7 +144,7 @@ void printUsage(const char* prog, const char* extra_usage) {
   printf(
       "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype[,dtype]] [-o op] [-G 0|1]\n"
       "          [-A algos] [-C collective] [-J file] [--device cpu|gpu|auto] [--local-world N] [--symmetric]\n"
-      "          [--offset B] [--block N] [--hot] [--huge-pages]%s\n"
+      "          [--offset B] [--block N] [--hot] [--huge-pages] [--in-place]%s\n"
       "  collective: allreduce (default), reducescatter or allgather; sizes are the whole buffer (nranks\n"
       "  blocks), bus bandwidth as nccl-tests: x 2(n-1)/n for allreduce, x (n-1)/n for the others\n"
       "  sizes take K/M/G suffixes; dtype: float32 float16 bfloat16 int32 float64 (or nccl-tests' float half\n"
@@ -157,7 +157,9 @@ void printUsage(const char* prog, const char* extra_usage) {
       "  --hot: each rank rewrites its host send buffer (untimed) before every call, so the call finds it\n"
       "  in this rank's cache, written, as an engine's layer leaves its output (default: as the last call left it)\n"
       "  --huge-pages: host buffers 2 MiB-aligned and advised into transparent huge pages (MADV_HUGEPAGE),\n"
-      "  as torch's CPU allocator places large tensors under THP_MEM_ALLOC_ENABLE=1\n",
+      "  as torch's CPU allocator places large tensors under THP_MEM_ALLOC_ENABLE=1\n"
+      "  --in-place: host calls reduce into their send buffer, as engines call (allreduce only; the input is\n"
+      "  rewritten, untimed, before every call as with --hot)\n",
       prog, extra_usage);
 }
 
@@ -175,6 +177,10 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
     }
     if (a == "--huge-pages") {
       o->huge_pages = true;
+      continue;
+    }
+    if (a == "--in-place") {
+      o->in_place = true;
       continue;
     }
     if (a == "--test-plant-wrong") {  // test switch: proves that a wrong result fails the run
@@ -215,6 +221,10 @@ bool parseArgs(int argc, char** argv, Options* o, const std::function<bool(const
   if (o->min_bytes > o->max_bytes || o->iters < 1 || o->warmup < 0 || o->factor < 1 || o->local_world < 0 ||
       o->block < 1) {
     fprintf(stderr, "bad sweep: need -b <= -e, -n >= 1, -w >= 0, -f >= 1, --block >= 1\n");
+    return false;
+  }
+  if (o->in_place && (o->coll != symmar::Collective::kAllReduce || o->device == "gpu")) {
+    fprintf(stderr, "--in-place: host allreduce only\n");
     return false;
   }
   if (o->device != "cpu" && o->device != "gpu" && o->device != "auto") {

@@ -80,12 +80,17 @@ class HostBuffers : public Buffers {
   // a large allocation, which is what a caller's buffer usually is).
   // huge_pages: 2 MiB-aligned and marked MADV_HUGEPAGE before the first write, as torch's CPU
   // allocator places tensors of 2 MiB and more under THP_MEM_ALLOC_ENABLE=1.
-  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric, size_t offset, bool huge_pages)
+  // in_place: the call's output is its send buffer (recv() is send()).
+  HostBuffers(symmarComm_t comm, size_t bytes, bool symmetric, size_t offset, bool huge_pages, bool in_place)
       : comm_(comm), symmetric_(symmetric) {
     if (symmetric && symmarMemAlloc(comm, bytes, &send_) != symmarSuccess) send_ = nullptr;
     if (!symmetric) {
       send_base_ = allocate(bytes + offset, huge_pages);
       send_ = send_base_ ? static_cast<char*>(send_base_) + offset : nullptr;
+    }
+    if (in_place) {
+      recv_ = send_;
+      return;
     }
     recv_base_ = allocate(bytes + offset, huge_pages);
     recv_ = recv_base_ ? static_cast<char*>(recv_base_) + offset : nullptr;
@@ -107,7 +112,7 @@ class HostBuffers : public Buffers {
   }
   double timedCall(symmarComm_t comm, size_t count, const Options& opt, symmarAlgo_t algo,
                    symmarResult_t* res) override {
-    if (opt.hot) {  // the call's input, freshly written with the values it holds
+    if (opt.hot || opt.in_place) {  // the call's input, freshly written with the values it holds
       int nranks = 1;
       symmarCommCount(comm, &nranks);
       const size_t blocks = opt.coll == symmar::Collective::kReduceScatter ? static_cast<size_t>(nranks) : 1;
@@ -255,7 +260,7 @@ std::unique_ptr<Buffers> makeBuffers(symmarComm_t comm, Group& group, const Opti
 #ifdef SYMMAR_PERF_WITH_CUDA
   if (gpu_device >= 0) bufs = std::make_unique<GpuBuffers>(comm, opt.max_bytes, opt.symmetric, gpu_device);
 #endif
-  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset, opt.huge_pages);
+  if (!bufs) bufs = std::make_unique<HostBuffers>(comm, opt.max_bytes, opt.symmetric, opt.offset, opt.huge_pages, opt.in_place);
   if (group.sumOf(bufs->send() && bufs->recv() ? 0 : 1) != 0) return nullptr;
   const size_t elem = symmarTypeSize(dtype);
   std::vector<char> host(opt.max_bytes);
@@ -268,6 +273,10 @@ std::unique_ptr<Buffers> makeBuffers(symmarComm_t comm, Group& group, const Opti
 
 bool runSweep(symmarComm_t comm, Group& group, const Options& opt, int gpu_device, std::vector<Result>* results,
               std::string* error) {
+  if (opt.in_place && gpu_device >= 0) {
+    *error = "--in-place times host buffers only; this comm runs on a GPU";
+    return false;
+  }
   const int world = group.size();
   const bool allreduce = opt.coll == symmar::Collective::kAllReduce;
   const std::vector<symmarDataType_t> dtypes = opt.dtypes.empty() ? std::vector<symmarDataType_t>{opt.dtype} : opt.dtypes;

@@ -31,6 +31,7 @@ struct Options {
   bool symmetric = false;                      // buffers from symmarMemAlloc (zero-copy inputs)
   size_t offset = 0;                           // host buffers start this many bytes past a page
   bool hot = false;  // --hot: host send buffers rewritten (untimed) before every call, as a producer leaves them
+  bool in_place = false;  // --in-place: host allreduce into its send buffer, rewritten before every call
   bool huge_pages = false;  // --huge-pages: host buffers in transparent huge pages where the kernel gives them
   bool plant_wrong = false;                    // test switch: corrupt one result before checking
   std::string table_file;  // the comm's table file (symmarConfig_t.table_file; "": the environment's or built-in)

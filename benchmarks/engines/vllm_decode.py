@@ -36,6 +36,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from machine_state import handoff_us  # noqa: E402
+
 
 def make_model(path):
     """Hidden 4096, 2 layers, 32 heads (8 KV), MLP 8192, vocabulary 2048, random (seeded)."""
@@ -195,6 +198,9 @@ def bench_dtype(args, dtype):
                      statistics.median(v["call_us"][size]) / statistics.median(s["call_us"][size])), flush=True)
     sizes = sorted({1 << k for k in range(10, 21)} | {args.hidden * b * (2 if dtype == "bfloat16" else 4)
                                                        for b in args.batches})
+    # Which state the machine's CPUs were in around the per-call runs (machine_state.py): where
+    # plain stores to shared lines are slow, symmar streams its staging writes as vLLM always does.
+    before = handoff_us()
     costs = {}
     for rnd in range(args.rounds):
         for path in ("vllm", "symmar"):
@@ -202,6 +208,8 @@ def bench_dtype(args, dtype):
             got = llm.collective_rpc(worker_call_cost, kwargs={"sizes": sizes, "dtype_name": dtype})
             for size in sizes:
                 costs.setdefault((path, size), []).append(max(w[str(size)] for w in got))
+    print("# %s machine state: a 256 KiB handoff between the two CPUs took %s us before the per-call runs, %s after "
+          "(about 28 us fast, 115 slow on the VM of docs/performance/)" % (dtype, before, handoff_us()), flush=True)
     for size in sizes:
         v, s = costs[("vllm", size)], costs[("symmar", size)]
         print("# %s per call inside the workers, %7d bytes: us vllm %s, symmar %s (vllm/symmar x%.2f)"
