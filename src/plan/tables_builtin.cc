@@ -292,15 +292,19 @@ const Spec kSpecs[] = {
      symmarLinkHostMemory,
      2,
      2,
-     {{LAMPORT, 64}, {ONE, 4 * KiB}, {ONE, 16 * KiB, 4}, {TWO, kUnbounded}},
-     "symmar_perf mpirun -np 2 --bind-to core -A oneshot,twoshot --hot, float and bfloat16, 3 runs, 2-core Zen 4 "
-     "VM, 2026-12-06: two-shot / one-shot 1.28-1.43x (float) and 1.14-1.41x (bf16) at 512 B-4 KiB; at 8 KiB, "
-     "3 runs: 1.06-1.14x float, 1.03-1.07x int32 and double (2 runs), 0.72-0.80x bf16 and fp16 (the crossover "
-     "follows the element count: the 16-bit conversions cost per element); with the one-shot reading its own "
-     "chunk from its input, symmar_perf mpirun -np 2 -A oneshot,twoshot --hot, 3 runs, 2026-12-07: float 1.03-1.11x "
-     "at 8 KiB, 1.05-1.18x at 16 KiB, 0.98-1.16x at 32 KiB, 0.70-0.73x from 64 KiB; int32 1.02-1.11x and double "
-     "0.90-0.97x at 16 KiB; bf16 0.95-1.08x at 4 KiB, 0.89-0.93x at 8 KiB; lamport: symmar_perf mpirun -np 2, float sum, 2026-11-30: 0.14 us "
-     "vs oneshot 0.16-0.18 vs mpi 0.22-0.23 at 4-64 B, oneshot ahead from 256 B"},
+     {{LAMPORT, 64}, {ONE, 32 * KiB}, {TWO, kUnbounded}},
+     "2-core Zen 4 VM, 2026-12-07, in place on torch tensors as engines call, the machine's handoff state "
+     "(benchmarks/machine_state.py) printed beside each run. Inside vLLM's TP=2 CPU workers "
+     "(benchmarks/engines/vllm_decode.py, SYMMAR_ALGO forcing each form, slow state): one-shot 4.2 us against "
+     "two-shot 5.6 at 8 KiB bf16, 4.5/4.9 at 16 KiB, 6.3/6.8 at 32 KiB, 10.2/10.1 at 64 KiB, worse from 128 KiB; "
+     "float32 5.5/6.4 at 32 KiB, 8.6/8.4 at 64 KiB. compare_cpu_allreduce.py --bind, 3 pairs of runs: fast state "
+     "bf16 one-shot 3.1-3.2/3.9-4.1/4.7-5.6 us against 3.7-4.3/4.0-5.1/4.9-5.0 at 8/16/32 KiB, float32 "
+     "4.1-4.4 against 4.9-6.4 at 32 KiB; slow state bf16 3.2/5.1/6.6 against 4.1/5.3/6.8. Earlier, "
+     "symmar_perf -A oneshot,twoshot --hot (a separate output), 2026-12-06/07: two-shot / one-shot 1.28-1.43x "
+     "(float) and 1.14-1.41x (bf16) at 512 B-4 KiB, float 0.98-1.16x at 32 KiB, 0.70-0.73x from 64 KiB, bf16 "
+     "0.89-0.93x at 8 KiB, double 0.90-0.97x at 16 KiB (the one cost of one row for every dtype); lamport: "
+     "symmar_perf mpirun -np 2, float sum, 2026-11-30: 0.14 us vs oneshot 0.16-0.18 vs mpi 0.22-0.23 at 4-64 B, "
+     "oneshot ahead from 256 B"},
     {kArchHost,
      symmarLinkHostMemory,
      3,

@@ -1,7 +1,6 @@
 // Table entries for the wider dtypes only (min_elem_bytes): a dtype of narrower elements skips them
-// in every planning path (the allreduce, the scatter-gather collectives, the fused call), a table
-// file carries them, and the built-in 2-rank host row keeps float32, int32 and float64 on the
-// one-shot to 16 KiB while the 16-bit dtypes take the two-shot from 8 KiB.
+// in every planning path (the allreduce, the scatter-gather collectives, the fused call), and a table
+// file carries them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,14 +14,6 @@ using namespace symmar;
 namespace {
 
 constexpr uint32_t kSymmetric = (1u << symmarAlgoOneShot) | (1u << symmarAlgoTwoShot) | (1u << symmarAlgoLamport);
-
-symmarAlgo_t planHost(size_t bytes, symmarDataType_t dtype) {
-  const symmarTopology_t t{0, 0, symmarLinkHostMemory, 2, 0};
-  symmarAlgo_t a = symmarAlgoAuto;
-  EXPECT_EQ(symmarPlan(&t, bytes / symmarTypeSize(dtype), dtype, symmarSum, &a), symmarSuccess)
-      << symmarGetLastError(nullptr);
-  return a;
-}
 
 // oneshot <= 1 KiB for every dtype, oneshot <= 4 KiB for 4-byte and wider, twoshot <= 64 KiB.
 TableRow rowWithAWideOnlyEntry() {
@@ -118,14 +109,3 @@ TEST(ElemWidth, ATableFileCarriesTheWidth) {
 // symmar_perf -A oneshot,twoshot --hot, 2 ranks (the row's source): at 8 KiB the one-shot was
 // ahead for float32, int32 and float64 and behind for bf16 and fp16; float32 and int32 kept it to
 // 16 KiB.
-TEST(ElemWidth, TheTwoRankHostRowSplitsByDtypeWidth) {
-  for (symmarDataType_t d : {symmarFloat32, symmarInt32, symmarFloat64}) {
-    EXPECT_EQ(planHost(8192, d), symmarAlgoOneShot) << d;
-    EXPECT_EQ(planHost(16384, d), symmarAlgoOneShot) << d;
-    EXPECT_EQ(planHost(16392, d), symmarAlgoTwoShot) << d;
-  }
-  for (symmarDataType_t d : {symmarBfloat16, symmarFloat16}) {
-    EXPECT_EQ(planHost(4096, d), symmarAlgoOneShot) << d;
-    EXPECT_EQ(planHost(8192, d), symmarAlgoTwoShot) << d;
-  }
-}

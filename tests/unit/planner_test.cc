@@ -280,6 +280,28 @@ TEST(Planner, HostRowsServeEverySizeWithoutMpi) {
   EXPECT_EQ(a, symmarAlgoMpi);
 }
 
+// The 2-rank host row (measured in place inside vLLM's workers and on torch tensors): lamport to 64
+// B, the one-shot to 32 KiB for every dtype, the two-shot past it.
+TEST(Planner, TheTwoRankHostRowTakesTheOneShotTo32KiB) {
+  const symmarTopology_t t = topo(0, 0, symmarLinkHostMemory, 2, 0);
+  for (symmarDataType_t d : {symmarFloat32, symmarBfloat16, symmarFloat16, symmarInt32, symmarFloat64}) {
+    const size_t elem = symmarTypeSize(d);
+    const auto planned = [&](size_t bytes) {
+      symmarAlgo_t a = symmarAlgoAuto;
+      EXPECT_EQ(symmarPlan(&t, bytes / elem, d, symmarSum, &a), symmarSuccess) << symmarGetLastError(nullptr);
+      return a;
+    };
+    // (lamport allreduces f32, f16 and bf16 only: its empty pattern is a valid int32 and half a float64)
+    const bool lamport = d != symmarInt32 && d != symmarFloat64;
+    EXPECT_EQ(planned(64), lamport ? symmarAlgoLamport : symmarAlgoOneShot) << d;
+    EXPECT_EQ(planned(128), symmarAlgoOneShot) << d;
+    EXPECT_EQ(planned(8192), symmarAlgoOneShot) << d;
+    EXPECT_EQ(planned(32768), symmarAlgoOneShot) << d;
+    EXPECT_EQ(planned(32768 + 8), symmarAlgoTwoShot) << d;
+    EXPECT_EQ(planned(1 << 20), symmarAlgoTwoShot) << d;
+  }
+}
+
 TEST(Planner, BadArgumentsAreRejected) {
   symmarTopology_t t = topo(9, 0, symmarLinkNvSwitch, 8, 1);
   symmarAlgo_t a;
@@ -532,9 +554,10 @@ TEST(FusedForm, PastTheRowsCapTheUnfusedCallServes) {
 
 // The built-in host rows, measured (tables_builtin.cc): at 2 ranks two-shot from 2 tokens of 7168 bf16
 // to 438 (6 MiB) and one-shot above; from 3 ranks two-shot at every size with at least a token per
-// rank. With fewer tokens than ranks the allreduce's row decides: at 2 ranks it says two-shot from
-// 4 KiB, so 1 token (14 KiB) is the unfused call; at 4 ranks one-shot to 64 KiB, so 1-3 tokens
-// (14-42 KiB) are the fused one-shot.
+// rank. With fewer tokens than ranks the allreduce's row decides: one-shot to 32 KiB at 2 ranks and
+// to 64 KiB at 4, so 1 token (14 KiB) at 2 ranks and 1-3 tokens (14-42 KiB) at 4 are the fused
+// one-shot (at 2 ranks, 1 token of 4096-8192 bf16: 1.22-1.30x the allreduce and a separate norm,
+// symmar_norm_perf, 3 runs, 2026-12-07).
 TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
   const Tables& t = Tables::builtin();
   for (int world : {2, 4}) {
@@ -542,8 +565,7 @@ TEST(FusedForm, BuiltinHostRowsGiveTheMeasuredFormAtDecodeSizes) {
     const TableRow* allreduce = t.resolve(0, 0, symmarLinkHostMemory, world);
     const TableRow* fused = t.resolve(0, 0, symmarLinkHostMemory, world, 1, Collective::kAddRmsNorm);
     for (int tokens = 1; tokens < world; ++tokens) {
-      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16),
-                world == 2 ? symmarAlgoAuto : symmarAlgoOneShot)
+      EXPECT_EQ(planAddRmsNorm(*allreduce, *fused, host, 0, tokens, 7168, symmarBfloat16), symmarAlgoOneShot)
           << "world " << world << ", " << tokens << " tokens of 7168 bf16";
     }
   }
