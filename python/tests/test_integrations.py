@@ -25,9 +25,9 @@ from symmar import integrations  # noqa: E402
 
 TIMEOUT_MS = 20000
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# Element counts across the host row's switch points (lamport <= 64 B, oneshot <= 1 KiB, then
-# twoshot, chunked above 256 KiB), odd counts among them.
-COUNTS = [1, 16, 17, 255, 256, 257, 4099, 65536, 300001]
+# Element counts across the 2-rank host row's switch points (lamport <= 64 B, oneshot <= 32 KiB, then
+# twoshot), odd counts among them: 8193 and 16385 are just past 32 KiB in float32 and in 16-bit dtypes.
+COUNTS = [1, 16, 17, 255, 256, 257, 4099, 8193, 16385, 65536, 300001]
 
 
 def _input(rank, count, dtype, seed):
