@@ -105,7 +105,3 @@ TEST(ElemWidth, ATableFileCarriesTheWidth) {
   EXPECT_EQ(chooseAlgo(*row, kSymmetric, 8192, 4), symmarAlgoOneShot);
   EXPECT_EQ(chooseAlgo(*row, kSymmetric, 8192, 2), symmarAlgoTwoShot);
 }
-
-// symmar_perf -A oneshot,twoshot --hot, 2 ranks (the row's source): at 8 KiB the one-shot was
-// ahead for float32, int32 and float64 and behind for bf16 and fp16; float32 and int32 kept it to
-// 16 KiB.
