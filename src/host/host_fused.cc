@@ -20,6 +20,7 @@
 #include "host/add_rms_norm.h"
 #include "host/host_backend.h"
 #include "host/host_reduce.h"
+#include "host/simd_reduce.h"
 #include "plan/planner.h"
 
 namespace symmar {
@@ -63,12 +64,15 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
         algo == symmarAlgoTwoShot ? sched::rankSlice(rows, world_, rank_, 1) : sched::Range{rows, rows};
     const char* chunk_in = input + r0 * row_bytes;
     char* staged = staging(rank_, in_half);
-    // Streamed where plain writes were slow lately (staging_writes.h); the two-shot's published
-    // rows are stored by the row kernel as it finishes them.
-    stageChunk((rows - mine.size()) * row_bytes, [&](auto copy) {
+    // Streamed where plain writes were slow lately (staging_writes.h), and then the two-shot's
+    // published rows are streamed too; otherwise the row kernel stores them as it finishes them.
+    const size_t staged_write = (rows - mine.size()) * row_bytes;
+    const bool stream = staging_writes_.streams(staged_write);
+    writeStaging(staged_write, stream, [&](auto copy) {
       copy(staged, chunk_in, mine.begin * row_bytes);
       copy(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
     });
+    if (stream) staging_writes_.afterStreamed();
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's rows, summed in rank order; this rank's own row from its input,
     // still in its cache (where the staged copy may have been streamed past it).
@@ -88,8 +92,17 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     char* pub = staging(rank_, out_half);
     for (size_t r = mine.begin; r < mine.end; ++r) {
       char* row_pub = pub + r * out_row_bytes;
-      const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
-      finishRow(r, &copy);
+      if (!stream) {
+        const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
+        finishRow(r, &copy);
+        continue;
+      }
+      // Finished into the outputs, then streamed from there (in cache) to staging: a plain store
+      // to a line the peer read before waits for that line, which is what made the staged write slow.
+      finishRow(r, nullptr);
+      simdStreamCopy(row_pub, static_cast<const char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
+      simdStreamCopy(row_pub + part_bytes, static_cast<const char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
+      if (fp8) simdStreamCopy(row_pub + 2 * part_bytes, static_cast<const char*>(c.fp8_out) + (r0 + r) * c.hidden, c.hidden);
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
     for (int i = 1; i < world_; ++i) {

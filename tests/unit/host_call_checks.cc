@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/reference.h"
+#include "e4m3_reference.h"
 
 namespace hostcalls {
 namespace {
@@ -67,6 +68,7 @@ int fusedCalls(symmarComm_t comm, int rank, int world, int rounds) {
     for (size_t tokens : {size_t(2), size_t(4), size_t(8), size_t(19)}) {
       const size_t n = tokens * kHidden;
       std::vector<float> in(n), res(n), norm(n), gamma(kHidden, 1.0f);
+      std::vector<uint8_t> fp8(n);
       for (size_t i = 0; i < n; ++i) in[i] = static_cast<float>(inputAt(rank, i, call));
       symmarAddRmsNormArgs_t a{};
       a.input = in.data();
@@ -78,6 +80,13 @@ int fusedCalls(symmarComm_t comm, int rank, int world, int rounds) {
       a.hidden = kHidden;
       a.dtype = symmarFloat32;
       const symmarAlgo_t algo = call % 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
+      // Every other call of each form also quantizes: what the two-shot publishes then holds three parts.
+      const bool quantized = call % 4 >= 2;
+      constexpr float kScale = 0.01f;
+      if (quantized) {
+        a.fp8_out = fp8.data();
+        a.fp8_scale = kScale;
+      }
       if (symmarAllReduceAddRmsNormAlgo(&a, algo, comm, nullptr) != symmarSuccess) {
         fprintf(stderr, "rank %d fused call %d failed: %s\n", rank, call, symmarGetLastError(comm));
         return wrong + 1;
@@ -94,6 +103,8 @@ int fusedCalls(symmarComm_t comm, int rank, int world, int rounds) {
         for (size_t i = 0; i < kHidden && !bad; ++i) {
           const double want = sum[i] * inv;
           bad = res[t * kHidden + i] != sum[i] || std::fabs(norm[t * kHidden + i] - want) > 1e-5 * std::fabs(want) + 1e-6;
+          // The quantized value of the float32 norm as returned (the same float division as the call's).
+          bad = bad || (quantized && fp8[t * kHidden + i] != e4m3_reference::quantize(norm[t * kHidden + i] / kScale));
         }
         if (bad) {
           fprintf(stderr, "rank %d fused call %d (%zu rows): row %zu is wrong\n", rank, call, tokens, t);

@@ -21,7 +21,8 @@ double inputAt(int rank, size_t i, int call);
 int allReduceCalls(symmarComm_t comm, int rank, int world, int rounds);
 
 /// rounds x 4 fused allreduce + residual + RMSNorm calls of 1024 float32 a row (2, 4, 8 and 19
-/// rows), one-shot and two-shot by turns. Returns the wrong or failed calls.
+/// rows), one-shot and two-shot by turns, every other call of each form with an fp8 output too.
+/// Returns the wrong or failed calls.
 int fusedCalls(symmarComm_t comm, int rank, int world, int rounds);
 
 /// rounds x 9 one-shot reduce-scatters and all-gathers by turns (in place every third call) of
