@@ -13,7 +13,7 @@ rounds of the slower rank's time per block end, with the fastest and slowest rou
 against each of the others (> 1: fused faster).
 
     python benchmarks/engines/fused_block_end.py [--hidden 4096] [--tokens 1,4,16,64,256]
-        [--dtypes bfloat16,float32] [--rounds 7] [--iters 40] [--ranks 2] [--layers 8]
+        [--dtypes bfloat16,float32] [--rounds 7] [--iters 40] [--ranks 2] [--layers 8] [--bind]
 
 A compiled call holds --layers block ends, each block's allreduce input made from the previous
 block's norm, as a model's forward holds them: torch.compile's own cost per call (about 30 us on a
@@ -70,6 +70,9 @@ def rank_main(rank, args, store, out):
     from symmar.integrations import fusion
     from compare_cpu_allreduce import vllm_engine
 
+    if args.bind:  # one core per rank, as vLLM binds its workers (VLLM_CPU_OMP_THREADS_BIND)
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     torch._inductor.config.force_disable_caches = True  # the pass must run (a cached graph skips it)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
@@ -130,6 +133,8 @@ def main():
     p.add_argument("--iters", type=int, default=40)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--bind", action="store_true",
+                   help="bind rank r to the r-th CPU (mod the CPUs), as engines bind workers")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
     import torch
@@ -137,9 +142,10 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         tmp.spawn(rank_main, args=(args, os.path.join(out, "store"), out), nprocs=args.ranks, join=True)
         ranks = [torch.load(os.path.join(out, "%d.pt" % r)) for r in range(args.ranks)]
-    print("fused block end vs apart vs vLLM's allreduce + inductor norm; %d ranks, hidden %d, one thread a rank, "
+    print("fused block end vs apart vs vLLM's allreduce + inductor norm; %d ranks, hidden %d, one thread a rank%s, "
           "%d block ends a compiled call; us per block end, median of %d rounds of %d calls [min-max of the rounds], "
-          "the slower rank per round" % (args.ranks, args.hidden, args.layers, args.rounds, args.iters))
+          "the slower rank per round" % (args.ranks, args.hidden, ", rank r bound to CPU r" if args.bind else "",
+                                         args.layers, args.rounds, args.iters))
     print("vLLM: %s; chains fused per rank: %s" % (ranks[0]["vllm"], [r["fused"] for r in ranks]))
     names = list(ranks[0]["rows"][0][2])
     print("| dtype | tokens | " + " | ".join(names) + " | " + " | ".join("fused vs " + n for n in names[1:]) + " |")
