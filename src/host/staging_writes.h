@@ -7,7 +7,7 @@
 // 13-14, steady for seconds, docs/performance/host-allreduce.md). Streaming stores cost the same in
 // every state (about 26 us there). So a rank times its plain staging writes and streams for a while
 // after two in a row that ran at less than kSlowBytesPerNs, then tries plain stores again, and
-// streams again at once if that try is slow too. One slow write alone is not the state but a moment
+// streams again at once, for twice as long, if that try is slow too. One slow write alone is not the state but a moment
 // (the rank descheduled mid-copy: isolated writes at 0.2-3 GB/s among fast ones were seen in runs
 // that were fast throughout), and 64 streamed chunks after it made a whole round of 1 MiB calls
 // run at the streaming cost. The choice is each rank's own: both kinds store the same bytes, fenced
@@ -30,9 +30,14 @@ class StagingWrites {
   static constexpr double kSlowBytesPerNs = 4.0;
   /// Slow timed plain writes in a row that start the streaming.
   static constexpr uint32_t kSlowWritesToStream = 2;
-  /// Streamed writes before plain stores are tried again: one slow write in 65 keeps the slow
-  /// state's cost about 1.1x the streaming cost.
+  /// Streamed writes before plain stores are tried again, at first.
   static constexpr uint32_t kStreamedWrites = 64;
+  /// The most streamed writes between two tries: each try that finds plain writes still slow
+  /// doubles the run up to this. A try in the slow state costs about 5x a streamed write (2 ranks,
+  /// 1 MiB: 473 against 87 us), and in pairs of processes that stayed in that state for their whole
+  /// life a try every 65 writes cost about 6 us a call on average at 1 MiB; one in 1025 costs 0.4.
+  /// A return to the fast state is then found within 1024 writes.
+  static constexpr uint32_t kMaxStreamedWrites = 1024;
 
   explicit StagingWrites(Mode mode = Mode::kAuto) : mode_(mode) {}
 
@@ -48,8 +53,11 @@ class StagingWrites {
     const bool slow = static_cast<double>(bytes) < kSlowBytesPerNs * static_cast<double>(ns);
     slow_in_row_ = slow ? slow_in_row_ + 1 : 0;
     if (slow && (trying_plain_ || slow_in_row_ >= kSlowWritesToStream)) {
-      streamed_left_ = kStreamedWrites;
+      if (trying_plain_) run_ = run_ * 2 < kMaxStreamedWrites ? run_ * 2 : kMaxStreamedWrites;
+      streamed_left_ = run_;
       slow_in_row_ = 0;
+    } else if (!slow) {
+      run_ = kStreamedWrites;
     }
     trying_plain_ = false;
   }
@@ -61,6 +69,7 @@ class StagingWrites {
  private:
   Mode mode_;
   uint32_t streamed_left_ = 0;
+  uint32_t run_ = kStreamedWrites;  // streamed writes the next streaming run makes
   uint32_t slow_in_row_ = 0;   // timed plain writes in a row that ran slow
   bool trying_plain_ = false;  // the next timed plain write is the try after a streaming run
 };

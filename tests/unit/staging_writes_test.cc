@@ -42,10 +42,35 @@ TEST(StagingWrites, PlainUntilTwoTimedWritesInARowRunSlowThenStreamsForAWhile) {
   EXPECT_FALSE(w.streams(1 << 20)) << "after 64 streamed writes plain stores are tried again";
   w.afterPlain(1 << 20, 1000000);  // 1 byte a ns: the try is slow, so the state persists
   EXPECT_TRUE(w.streams(1 << 20)) << "a slow try streams again at once";
-  for (uint32_t i = 0; i < 64; ++i) w.afterStreamed();
+  for (uint32_t i = 0; i < 128; ++i) w.afterStreamed();
   w.afterPlain(1 << 20, 100000);  // this try is fast: plain again, and one slow write is a moment again
   w.afterPlain(1 << 20, 1000000);
   EXPECT_FALSE(w.streams(1 << 20));
+}
+
+// The number of streamed writes w makes before it tries plain stores again (at most `limit`).
+uint32_t streamingRun(StagingWrites& w, uint32_t limit) {
+  uint32_t n = 0;
+  for (; n < limit && w.streams(1 << 20); ++n) w.afterStreamed();
+  return n;
+}
+
+TEST(StagingWrites, EachSlowTryDoublesTheStreamingRunUpTo1024AndAFastWriteStartsOver) {
+  StagingWrites w;
+  w.afterPlain(1 << 20, 1000000);
+  w.afterPlain(1 << 20, 1000000);
+  EXPECT_EQ(streamingRun(w, 5000), 64u);
+  for (uint32_t want : {128u, 256u, 512u, 1024u, 1024u, 1024u}) {
+    w.afterPlain(1 << 20, 1000000);  // the try is slow
+    EXPECT_EQ(streamingRun(w, 5000), want);
+  }
+  w.afterPlain(1 << 20, 100000);  // the try is fast: plain stores from here
+  EXPECT_FALSE(w.streams(1 << 20));
+  w.afterPlain(1 << 20, 1000000);
+  w.afterPlain(1 << 20, 1000000);
+  EXPECT_EQ(streamingRun(w, 5000), 64u) << "after a fast write the next run is the first one's length again";
+  w.afterPlain(1 << 20, 1000000);
+  EXPECT_EQ(streamingRun(w, 5000), 128u);
 }
 
 TEST(StagingWrites, FixedModesNeitherTimeNorChange) {
