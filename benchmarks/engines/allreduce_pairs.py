@@ -30,21 +30,31 @@ sys.path.insert(0, os.path.dirname(HERE))
 SIZES = (256 << 10, 1 << 20)
 
 
-def rank_main(rank, store, tag, env):
-    os.environ.update(env)  # before symmar loads: SYMMAR_LIBRARY and settings read at creation
+def bound_pair_comm(rank, store):
+    """This rank of a pair bound to CPU `rank`, one torch thread, a gloo group from the file store and
+    a symmar comm on it: (comm, its torch.ops handle)."""
     import torch
     import torch.distributed as dist
 
     import symmar
     from symmar import ops
-    from compare_cpu_allreduce import vllm_engine
 
     cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
     comm = symmar.Comm.from_process_group(None, device="cpu")
-    h = ops.handle(comm)
+    return comm, ops.handle(comm)
+
+
+def rank_main(rank, store, tag, env):
+    os.environ.update(env)  # before symmar loads: SYMMAR_LIBRARY and settings read at creation
+    import torch
+    import torch.distributed as dist
+
+    from compare_cpu_allreduce import vllm_engine
+
+    comm, h = bound_pair_comm(rank, store)
     vl, _ = vllm_engine(torch, rank, 2, 1, tag)
     variants = {"op": lambda x: torch.ops.symmar.all_reduce_(x, h),
                 "one": lambda x: comm.all_reduce_(x, algo="oneshot"),

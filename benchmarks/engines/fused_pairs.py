@@ -25,21 +25,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+sys.path.insert(0, HERE)
 
 
 def rank_main(rank, store):
     import torch
     import torch.distributed as dist
 
-    import symmar
-    from symmar import ops
+    from allreduce_pairs import bound_pair_comm
 
-    cpus = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
-    comm = symmar.Comm.from_process_group(None, device="cpu")
-    h = ops.handle(comm)
+    comm, h = bound_pair_comm(rank, store)
     g = torch.Generator().manual_seed(rank)
     rows = {n: (torch.randn(n, 4096, generator=g), torch.randn(n, 4096, generator=g)) for n in (1, 2, 8)}
     w = torch.rand(4096, generator=g) + 0.5

@@ -102,7 +102,9 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
       finishRow(r, nullptr);
       simdStreamCopy(row_pub, static_cast<const char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
       simdStreamCopy(row_pub + part_bytes, static_cast<const char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
-      if (fp8) simdStreamCopy(row_pub + 2 * part_bytes, static_cast<const char*>(c.fp8_out) + (r0 + r) * c.hidden, c.hidden);
+      if (fp8) {
+        simdStreamCopy(row_pub + 2 * part_bytes, static_cast<const char*>(c.fp8_out) + (r0 + r) * c.hidden, c.hidden);
+      }
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
     for (int i = 1; i < world_; ++i) {

@@ -7,11 +7,11 @@
 // 13-14, steady for seconds, docs/performance/host-allreduce.md). Streaming stores cost the same in
 // every state (about 26 us there). So a rank times its plain staging writes and streams for a while
 // after two in a row that ran at less than kSlowBytesPerNs, then tries plain stores again, and
-// streams again at once, for twice as long, if that try is slow too. One slow write alone is not the state but a moment
-// (the rank descheduled mid-copy: isolated writes at 0.2-3 GB/s among fast ones were seen in runs
-// that were fast throughout), and 64 streamed chunks after it made a whole round of 1 MiB calls
-// run at the streaming cost. The choice is each rank's own: both kinds store the same bytes, fenced
-// before the barrier that publishes them.
+// streams again at once, for twice as long, if that try is slow too. One slow write alone is not
+// the state but a moment (the rank descheduled mid-copy: isolated writes at 0.2-3 GB/s among fast
+// ones were seen in runs that were fast throughout), and 64 streamed chunks after it made a whole
+// round of 1 MiB calls run at the streaming cost. The choice is each rank's own: both kinds store
+// the same bytes, fenced before the barrier that publishes them.
 #pragma once
 
 #include <cstddef>
@@ -70,8 +70,8 @@ class StagingWrites {
   Mode mode_;
   uint32_t streamed_left_ = 0;
   uint32_t run_ = kStreamedWrites;  // streamed writes the next streaming run makes
-  uint32_t slow_in_row_ = 0;   // timed plain writes in a row that ran slow
-  bool trying_plain_ = false;  // the next timed plain write is the try after a streaming run
+  uint32_t slow_in_row_ = 0;        // timed plain writes in a row that ran slow
+  bool trying_plain_ = false;       // the next timed plain write is the try after a streaming run
 };
 
 }  // namespace symmar
