@@ -161,13 +161,14 @@ class HostBackend : public Backend {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
     staging_writes_.afterPlain(bytes, static_cast<uint64_t>(ns.count()));
   }
-  /// writeStaging for a chunk whose staging writes are all it streams: the choice made here, and
-  /// a streamed chunk counted.
+  /// writeStaging for one chunk: the choice made here, and a streamed chunk counted. Returns
+  /// whether it streamed (the chunk's other staging writes, if any, follow the same choice).
   template <typename Write>
-  void stageChunk(size_t bytes, Write write) {
+  bool stageChunk(size_t bytes, Write write) {
     const bool stream = staging_writes_.streams(bytes);
     writeStaging(bytes, stream, write);
     if (stream) staging_writes_.afterStreamed();
+    return stream;
   }
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }

@@ -66,13 +66,10 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     char* staged = staging(rank_, in_half);
     // Streamed where plain writes were slow lately (staging_writes.h), and then the two-shot's
     // published rows are streamed too; otherwise the row kernel stores them as it finishes them.
-    const size_t staged_write = (rows - mine.size()) * row_bytes;
-    const bool stream = staging_writes_.streams(staged_write);
-    writeStaging(staged_write, stream, [&](auto copy) {
+    const bool stream = stageChunk((rows - mine.size()) * row_bytes, [&](auto copy) {
       copy(staged, chunk_in, mine.begin * row_bytes);
       copy(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
     });
-    if (stream) staging_writes_.afterStreamed();
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's rows, summed in rank order; this rank's own row from its input,
     // still in its cache (where the staged copy may have been streamed past it).

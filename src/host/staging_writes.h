@@ -14,6 +14,7 @@
 // the same bytes, fenced before the barrier that publishes them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -53,7 +54,7 @@ class StagingWrites {
     const bool slow = static_cast<double>(bytes) < kSlowBytesPerNs * static_cast<double>(ns);
     slow_in_row_ = slow ? slow_in_row_ + 1 : 0;
     if (slow && (trying_plain_ || slow_in_row_ >= kSlowWritesToStream)) {
-      if (trying_plain_) run_ = run_ * 2 < kMaxStreamedWrites ? run_ * 2 : kMaxStreamedWrites;
+      if (trying_plain_) run_ = std::min(2 * run_, kMaxStreamedWrites);
       streamed_left_ = run_;
       slow_in_row_ = 0;
     } else if (!slow) {
