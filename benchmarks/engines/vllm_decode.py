@@ -15,14 +15,15 @@ It gives, for each path:
 - the per-call cost of the all_gather along the last dim that gathers the logits (vocabulary-
   parallel), a [1, n] tensor per rank of 1 KiB to 256 KiB, measured the same way;
 - decode tokens/s per batch: batch x (N - 1) tokens over the time of a run of N tokens less a run
-  of 1;
+  of 1; besides each path's median, the median of symmar's rate over vLLM's within each round (the
+  two paths run one after the other, which goes first alternating by round);
 - time in allreduce per decode step: each call of the communicator's all_reduce timed while the
   engine runs, which includes the wait for the slower worker (on 2 cores, most of it).
 Medians over rounds with [min-max], eager mode (the switch takes effect at once; compiled mode
 would recompile on it).
 
     python benchmarks/engines/vllm_decode.py [--batches 1,4,16,64] [--dtype bfloat16]
-        [--rounds 3] [--tokens 33] [--model DIR]
+        [--rounds 3] [--tokens 33] [--model DIR] [--decode-only]
 
 Needs vLLM (scripts/install-vllm.sh) and symmar's entry point registered (a pip install of the
 wheel, or run through benchmarks/engines/run_vllm_decode.sh, which registers the checkout's and
@@ -162,6 +163,12 @@ def spread(values):
     return "%.1f [%.1f-%.1f]" % (statistics.median(values), min(values), max(values))
 
 
+def spread2(values):
+    if not values:
+        return "n/a"
+    return "%.2f [%.2f-%.2f]" % (statistics.median(values), min(values), max(values))
+
+
 def bench_dtype(args, dtype):
     from vllm import LLM
     llm = LLM(model=args.model, tensor_parallel_size=2, dtype=dtype, enforce_eager=True, skip_tokenizer_init=True,
@@ -169,17 +176,21 @@ def bench_dtype(args, dtype):
     llm.collective_rpc(worker_start_timing)
     rows = []
     for batch in args.batches:
-        per = {path: {"rate": [], "call_us": {}, "ar_ms_per_step": []} for path in ("vllm", "symmar")}
+        per = {path: {"rate": [], "round_rate": [], "call_us": {}, "ar_ms_per_step": []} for path in ("vllm", "symmar")}
         for rnd in range(args.warmup + args.rounds):
-            for path in ("vllm", "symmar"):
+            # Which path goes first alternates by round: neither always follows the other.
+            for path in ("vllm", "symmar") if rnd % 2 == 0 else ("symmar", "vllm"):
                 llm.collective_rpc(worker_take, kwargs={"take_symmar": path == "symmar"})
                 t1 = run_batch(llm, batch, 1)
                 tn = run_batch(llm, batch, args.tokens)
                 times = llm.collective_rpc(worker_times)
                 if rnd < args.warmup:
                     continue
-                if tn > t1:  # else the machine hiccupped in the short run: no rate from this round
-                    per[path]["rate"].append(batch * (args.tokens - 1) / (tn - t1))
+                # else the machine hiccupped in the short run: no rate from this round
+                rate = batch * (args.tokens - 1) / (tn - t1) if tn > t1 else None
+                per[path]["round_rate"].append(rate)
+                if rate is not None:
+                    per[path]["rate"].append(rate)
                 total = max(sum(sum(v) for v in w.values()) for w in times)  # the slower worker
                 per[path]["ar_ms_per_step"].append(total * 1e3 / args.tokens)
                 for size in times[0]:
@@ -187,15 +198,19 @@ def bench_dtype(args, dtype):
                     per[path]["call_us"].setdefault(int(size), []).append(med * 1e6)
         rows.append((batch, per))
         v, s = per["vllm"], per["symmar"]
-        print("# %s batch %d: tokens/s vllm %s, symmar %s (x%.2f); allreduce ms/step vllm %s, symmar %s"
+        # Each round runs the two paths one after the other: their ratio within a round meets one machine state.
+        paired = [b / a for a, b in zip(v["round_rate"], s["round_rate"]) if a and b]
+        print("# %s batch %d: tokens/s vllm %s, symmar %s (x%.2f; symmar/vllm within a round %s); "
+              "allreduce ms/step vllm %s, symmar %s"
               % (dtype, batch, spread(v["rate"]), spread(s["rate"]),
                  statistics.median(s["rate"]) / statistics.median(v["rate"]) if s["rate"] and v["rate"] else 0.0,
-                 spread(v["ar_ms_per_step"]),
-                 spread(s["ar_ms_per_step"])), flush=True)
+                 spread2(paired), spread(v["ar_ms_per_step"]), spread(s["ar_ms_per_step"])), flush=True)
         for size in sorted(set(v["call_us"]) & set(s["call_us"])):
             print("#   %s batch %d, %7d bytes a call: us vllm %s, symmar %s (x%.2f)"
                   % (dtype, batch, size, spread(v["call_us"][size]), spread(s["call_us"][size]),
                      statistics.median(v["call_us"][size]) / statistics.median(s["call_us"][size])), flush=True)
+    if args.decode_only:
+        return rows, llm.collective_rpc(worker_take, kwargs={"take_symmar": True, "reset": False})
     sizes = sorted({1 << k for k in range(10, 21)} | {args.hidden * b * (2 if dtype == "bfloat16" else 4)
                                                        for b in args.batches})
     # Which state the machine's CPUs were in around the per-call runs (machine_state.py): where
@@ -256,6 +271,7 @@ def main():
     p.add_argument("--tokens", type=int, default=33)
     p.add_argument("--model", default="/tmp/symmar-vllm-decode-model")
     p.add_argument("--hidden", type=int, default=4096, help="the model's hidden size (make_model's)")
+    p.add_argument("--decode-only", action="store_true", help="decode tokens/s and allreduce time per step only")
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
     if os.environ.get("SYMMAR_VLLM") != "1":
