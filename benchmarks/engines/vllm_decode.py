@@ -7,7 +7,7 @@ runs, interleaved round by round, so that both paths meet the same machine.
 It gives, for each path:
 - the per-call cost of the tensor-parallel allreduce inside the workers, the primary figure: each
   worker's own communicator (vLLM's CpuCommunicator, with the plugin's patch choosing the path)
-  called back to back after a barrier of its group, at the message sizes a decode step of each
+  called back to back after a barrier of its group and one untimed call, at the message sizes a decode step of each
   batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower worker's median of 5
   blocks;
 - the same per-call cost with the calls traced into a graph, as vLLM's default (compiled) mode
@@ -76,10 +76,10 @@ def worker_start_timing(_self=None):
 def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op="all_reduce", compiled=False):
     """us per call of this worker's tensor-parallel allreduce, or (op "all_gather") its all_gather
     along the last dim of a [1, n] tensor, as the logits are gathered (the path switch_path chose),
-    calls back to back on zeros after a barrier of the group: the median of 5 blocks, by size (of
-    this rank's tensor). compiled: the allreduce as a graph of vLLM's default (compiled) mode runs
-    it, the Python around the op traced away: 64 calls a graph (torch.compile, fullgraph, the eager
-    backend, which runs the traced ops as they are), per call."""
+    calls back to back on zeros after a barrier of the group and one untimed call: the median of 5
+    blocks, by size (of this rank's tensor). compiled: the allreduce as a graph of vLLM's
+    default (compiled) mode runs it, the Python around the op traced away: 64 calls a graph
+    (torch.compile, fullgraph, the eager backend, which runs the traced ops as they are), per call."""
     import torch
     import torch.distributed as dist
     from vllm.distributed.parallel_state import get_tp_group
@@ -123,6 +123,10 @@ def worker_call_cost(_self=None, sizes=(), dtype_name="bfloat16", iters=200, op=
         blocks = []
         for _ in range(5):
             dist.barrier(group=group.cpu_group)
+            # One call untimed: a traced graph's first call after other Python costs about 100 us
+            # more than the next (torch's, for any op: docs/performance/engines-vllm.md), which an
+            # engine pays once a step, not once an allreduce.
+            call(comm, t)
             t0 = time.perf_counter()
             for _ in range(iters // per_step or 1):
                 call(comm, t)
