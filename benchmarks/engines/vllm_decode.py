@@ -7,9 +7,9 @@ runs, interleaved round by round, so that both paths meet the same machine.
 It gives, for each path:
 - the per-call cost of the tensor-parallel allreduce inside the workers, the primary figure: each
   worker's own communicator (vLLM's CpuCommunicator, with the plugin's patch choosing the path)
-  called back to back after a barrier of its group and one untimed call, at the message sizes a decode step of each
-  batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower worker's median of 5
-  blocks;
+  called back to back after a barrier of its group and one untimed call, at the message sizes a
+  decode step of each batch makes (hidden x batch x dtype) and more, 1 KiB to 1 MiB; the slower
+  worker's median of 5 blocks;
 - the same per-call cost with the calls traced into a graph, as vLLM's default (compiled) mode
   runs them: the op alone, without the Python of the communicators around it;
 - the per-call cost of the all_gather along the last dim that gathers the logits (vocabulary-
@@ -167,7 +167,7 @@ def spread(values):
     return "%.1f [%.1f-%.1f]" % (statistics.median(values), min(values), max(values))
 
 
-def spread2(values):
+def ratio_spread(values):
     if not values:
         return "n/a"
     return "%.2f [%.2f-%.2f]" % (statistics.median(values), min(values), max(values))
@@ -190,7 +190,7 @@ def bench_dtype(args, dtype):
                 times = llm.collective_rpc(worker_times)
                 if rnd < args.warmup:
                     continue
-                # else the machine hiccupped in the short run: no rate from this round
+                # No rate from a round whose short run took longer (the machine hiccupped in it).
                 rate = batch * (args.tokens - 1) / (tn - t1) if tn > t1 else None
                 per[path]["round_rate"].append(rate)
                 if rate is not None:
@@ -208,7 +208,7 @@ def bench_dtype(args, dtype):
               "allreduce ms/step vllm %s, symmar %s"
               % (dtype, batch, spread(v["rate"]), spread(s["rate"]),
                  statistics.median(s["rate"]) / statistics.median(v["rate"]) if s["rate"] and v["rate"] else 0.0,
-                 spread2(paired), spread(v["ar_ms_per_step"]), spread(s["ar_ms_per_step"])), flush=True)
+                 ratio_spread(paired), spread(v["ar_ms_per_step"]), spread(s["ar_ms_per_step"])), flush=True)
         for size in sorted(set(v["call_us"]) & set(s["call_us"])):
             print("#   %s batch %d, %7d bytes a call: us vllm %s, symmar %s (x%.2f)"
                   % (dtype, batch, size, spread(v["call_us"][size]), spread(s["call_us"][size]),
