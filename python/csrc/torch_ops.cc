@@ -153,6 +153,10 @@ void allReduceInPlace(at::Tensor& x, int64_t comm, c10::string_view op) {
   python.call(x, comm, op);
 }
 
+/// all_reduce_ with op "sum" (torch.ops.symmar.all_reduce_sum_: no op argument for a caller to
+/// spell as a keyword).
+void allReduceSumInPlace(at::Tensor& x, int64_t comm) { allReduceInPlace(x, comm, "sum"); }
+
 at::Tensor allReduceOutOfPlace(const at::Tensor& x, int64_t comm, c10::string_view op) {
   if (dense(x)) {
     at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -312,6 +316,7 @@ void symmarTorchUnbindComm(int64_t handle) {
 
 TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce_", &allReduceInPlace);
+  m.impl("all_reduce_sum_", &allReduceSumInPlace);
   m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);
@@ -322,6 +327,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
 
 TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce_", &allReduceInPlace);
+  m.impl("all_reduce_sum_", &allReduceSumInPlace);
   m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
   m.impl("all_gather", &allGather);

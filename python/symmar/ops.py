@@ -3,6 +3,7 @@
 
     h = symmar.ops.handle(comm)                        # an int that names the comm inside a graph
     torch.ops.symmar.all_reduce_(x, h)                 # in place; op="sum"|"max"|"min"|"avg"
+    torch.ops.symmar.all_reduce_sum_(x, h)             # in place, the sum: no op argument
     y = torch.ops.symmar.all_reduce(x, h, "max")       # out of place
     res, norm = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, residual, h, 1e-6)
     torch.ops.symmar.all_reduce_add_rms_norm_(x, residual, gamma, h, 1e-6)  # residual, x = res, norm
@@ -137,8 +138,10 @@ compiled = _compiled is not None  # whether the allreduce and gather ops run lib
 def _op(schema, kernel, fake, has_compiled_kernel=False):
     name = schema[:schema.index("(")]
     _lib.define(schema)
-    if has_compiled_kernel and _compiled is not None:
+    if (has_compiled_kernel and _compiled is not None and
+            torch._C._dispatch_has_kernel_for_dispatch_key("symmar::" + name, "CPU")):
         # The compiled kernel hands the calls it does not take to this one, under a private name.
+        # (A libsymmar_torch older than an op has no kernel for it: the Python one serves it then.)
         name = "_py_" + name
         _lib.define(name + schema[schema.index("("):])
     for key in ("CPU", "CUDA"):
@@ -151,6 +154,13 @@ def _all_reduce_(x, comm, op="sum"):
     comm_of(comm).all_reduce_(x, op=op)
     # What torch's own in-place ops do: autograd then refuses a backward that saved x's old value.
     _increment_version(x)
+
+
+def _all_reduce_sum_(x, comm):
+    """all_reduce_ with op "sum", an op without the op argument: inductor's generated code spells
+    every argument that has a default as a keyword, and a keyword costs about 0.36 us a call in
+    torch's argument parsing (docs/performance/engines-vllm.md). The plugins' traced path calls it."""
+    _all_reduce_(x, comm)
 
 
 def _all_reduce(x, comm, op="sum"):
@@ -212,6 +222,8 @@ def _empty(x):
 
 
 _op('all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()', _all_reduce_, lambda x, comm, op="sum": None,
+    has_compiled_kernel=True)
+_op('all_reduce_sum_(Tensor(a!) x, int comm) -> ()', _all_reduce_sum_, lambda x, comm: None,
     has_compiled_kernel=True)
 _op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambda x, comm, op="sum": _empty(x),
     has_compiled_kernel=True)

@@ -124,7 +124,7 @@ def _blocks(h):
         torch.ops.symmar.all_reduce_(y, h)
         outs += _rms_norm(y, w1, 1e-6, r1)
         y = x2 * 2
-        torch.ops.symmar.all_reduce_(y, h)
+        torch.ops.symmar.all_reduce_sum_(y, h)              # the sum op the plugins trace
         outs += _rms_norm(y, w2, 1e-5, r2)
         y = x3 * 2
         torch.ops.symmar.all_reduce_(y, h)
@@ -202,9 +202,12 @@ def test_pass_threads_the_residual_through_layers_in_place(comm):
 
     def f(x, w, r0):
         res, hs = r0 * 1, x
-        for _ in range(4):
+        for i in range(4):
             y = hs * 2  # the row-parallel layer's partial output
-            torch.ops.symmar.all_reduce_(y, h)
+            if i % 2:
+                torch.ops.symmar.all_reduce_sum_(y, h)  # what the plugins trace
+            else:
+                torch.ops.symmar.all_reduce_(y, h)
             hs, res = _rms_norm(y, w, 1e-6, res)
         return hs, res
 
@@ -216,6 +219,7 @@ def test_pass_threads_the_residual_through_layers_in_place(comm):
     assert fusion.fused_calls[0] - before == 4
     assert code.count("symmar.all_reduce_add_rms_norm_.default(") == 4, code
     assert "symmar.all_reduce_add_rms_norm.default(" not in code and "symmar.all_reduce_.default(" not in code
+    assert "symmar.all_reduce_sum_.default(" not in code
     want = f(x, w, r)
     for name, a, b in (("norm", got[0], want[0]), ("residual", got[1], want[1])):
         err = ((a - b).abs() / b.abs().amax().clamp_min(1e-30)).max().item()

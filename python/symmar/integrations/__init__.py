@@ -32,7 +32,9 @@ _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "
 # The ops' one overload each, looked up once: torch.ops.symmar.all_reduce_(...) resolves the
 # namespace, the packet and the overload on every call (about 0.5 us, over a 3-4 us allreduce of
 # a decode-size tensor on CPUs). Calls through them trace under torch.compile as the packets do.
-_ALL_REDUCE_ = torch.ops.symmar.all_reduce_.default
+# The in-place sum is all_reduce_sum_, which has no op argument for inductor's code to spell as a
+# keyword (about 0.36 us a call, docs/performance/engines-vllm.md).
+_ALL_REDUCE_ = torch.ops.symmar.all_reduce_sum_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce.default
 _ALL_GATHER = torch.ops.symmar.all_gather.default
 _REDUCE_SCATTER = torch.ops.symmar.reduce_scatter.default
@@ -275,7 +277,7 @@ class SymmarCommunicator:
     def all_reduce_(self, inp):
         """In place: inp holds the sum over the group and is returned (an engine's in-place
         allreduce, as vLLM's CPU shared-memory one); None when should_all_reduce(inp) is False.
-        Through torch.ops.symmar.all_reduce_, so a compiled graph calls it without Python."""
+        Through torch.ops.symmar.all_reduce_sum_, so a compiled graph calls it without Python."""
         if not self.should_all_reduce(inp):
             return None
         return self.all_reduce_taken_(inp)

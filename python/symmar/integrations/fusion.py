@@ -9,7 +9,8 @@ What it matches, on float32, float16 and bfloat16 tensors (a 16-bit input is tak
 the add and the statistics, and the normalised row back to its dtype before the weight, as the
 engines' native code does):
 
-    r = allreduce_sum(x) [+ residual]                # torch.ops.symmar.all_reduce_ or all_reduce
+    r = allreduce_sum(x) [+ residual]                # torch.ops.symmar.all_reduce_, all_reduce_sum_
+                                                     # or all_reduce
     y = (r * rsqrt(mean(r ** 2, -1, keepdim) + eps)) [to dtype] * weight
 
 The fused call returns r rounded to the dtype (residual_out) and y. Every use of r in the dtype
@@ -35,6 +36,7 @@ from .. import ops as _ops  # noqa: F401  registers torch.ops.symmar
 
 _aten = torch.ops.aten
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_.default
+_ALL_REDUCE_SUM_ = torch.ops.symmar.all_reduce_sum_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce.default
 _FUSED = torch.ops.symmar.all_reduce_add_rms_norm.default
 _FUSED_IN_PLACE = torch.ops.symmar.all_reduce_add_rms_norm_.default
@@ -60,7 +62,8 @@ def _op_arg(node, index, name, default):
 
 def _reduced(node):
     """(x, comm, result): node is a sum allreduce through symmar of x whose value is result; or None."""
-    if _is(node, torch.ops.higher_order.auto_functionalized) and node.args and node.args[0] == _ALL_REDUCE_:
+    if (_is(node, torch.ops.higher_order.auto_functionalized) and node.args and
+            node.args[0] in (_ALL_REDUCE_, _ALL_REDUCE_SUM_)):
         x, comm, op = node.kwargs.get("x"), node.kwargs.get("comm"), node.kwargs.get("op", "sum")
         users = list(node.users)
         if len(users) != 1 or not _is(users[0], operator.getitem) or users[0].args[1] != 1:

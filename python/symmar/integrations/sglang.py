@@ -13,7 +13,7 @@ When on, it registers two AROUND hooks with SGLang's hook registry:
   through the `sglang.symmar` logger.
 - `GroupCoordinator.all_reduce`: where the communicator's plan takes the tensor (a decision from
   values read at creation, the same on every rank), symmar reduces it in place through
-  torch.ops.symmar.all_reduce_ and the tensor is returned, as SGLang's in-place paths return it;
+  torch.ops.symmar.all_reduce_sum_ and the tensor is returned, as SGLang's in-place paths return it;
   everything else goes to SGLang's own path (its shared-memory kernel on CPUs, custom allreduce,
   symmetric memory or NCCL on GPUs).
 """
