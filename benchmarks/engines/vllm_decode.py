@@ -161,16 +161,11 @@ def run_batch(llm, batch, tokens):
     return time.perf_counter() - t0
 
 
-def spread(values):
+def spread(values, digits=1):
+    """median [min-max] of values, each with `digits` decimals."""
     if not values:
         return "n/a"
-    return "%.1f [%.1f-%.1f]" % (statistics.median(values), min(values), max(values))
-
-
-def ratio_spread(values):
-    if not values:
-        return "n/a"
-    return "%.2f [%.2f-%.2f]" % (statistics.median(values), min(values), max(values))
+    return "{0:.{3}f} [{1:.{3}f}-{2:.{3}f}]".format(statistics.median(values), min(values), max(values), digits)
 
 
 def bench_dtype(args, dtype):
@@ -208,7 +203,7 @@ def bench_dtype(args, dtype):
               "allreduce ms/step vllm %s, symmar %s"
               % (dtype, batch, spread(v["rate"]), spread(s["rate"]),
                  statistics.median(s["rate"]) / statistics.median(v["rate"]) if s["rate"] and v["rate"] else 0.0,
-                 ratio_spread(paired), spread(v["ar_ms_per_step"]), spread(s["ar_ms_per_step"])), flush=True)
+                 spread(paired, 2), spread(v["ar_ms_per_step"]), spread(s["ar_ms_per_step"])), flush=True)
         for size in sorted(set(v["call_us"]) & set(s["call_us"])):
             print("#   %s batch %d, %7d bytes a call: us vllm %s, symmar %s (x%.2f)"
                   % (dtype, batch, size, spread(v["call_us"][size]), spread(s["call_us"][size]),

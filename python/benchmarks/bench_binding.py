@@ -105,6 +105,7 @@ def main():
     rows.append(("comm.all_reduce(x, out=x)   numpy", time_call(lambda: comm.all_reduce(x, out=x), args.calls)))
     rows.append(("comm.all_reduce(x, out=y)   numpy", time_call(lambda: comm.all_reduce(x, out=y), args.calls)))
     rows.append(("comm.all_reduce(x)          numpy", time_call(lambda: comm.all_reduce(x), args.calls)))
+    rows.append(("  the same, algo='oneshot'", time_call(lambda: comm.all_reduce(x, algo="oneshot"), args.calls)))
     try:
         import torch
     except ImportError:
@@ -119,6 +120,8 @@ def main():
         rows.append(("  (torch.empty_like(t) alone)", time_call(lambda: torch.empty_like(t), args.calls)))
         if hasattr(comm, "all_reduce_"):
             rows.append(("comm.all_reduce_(t)         torch cpu", time_call(lambda: comm.all_reduce_(t), args.calls)))
+            rows.append(("  the same, algo='oneshot'",
+                         time_call(lambda: comm.all_reduce_(t, algo="oneshot"), args.calls)))
     floor = rows[0][1]
     print("# libsymmar: %s; python %s; numpy %s%s" % (symmar.library_path(), sys.version.split()[0], np.__version__,
                                                       "; torch %s" % torch.__version__ if torch else ""))

@@ -1,8 +1,8 @@
 """Comm, plan and version: the Python face of the symmar C ABI (include/symmar/symmar.h).
 
 Comm.all_reduce has a fast path for the common call (a dense NumPy array or torch tensor, op by
-name or torch ReduceOp, algo "auto", no dtype override): a few attribute reads and one ctypes
-call. Anything else takes the general path (_buffers.resolve), which checks and explains.
+name or torch ReduceOp, algo "auto" or a forced algorithm by its lower-case name, no dtype
+override): a few attribute reads and one ctypes call. Anything else takes the general path (_buffers.resolve), which checks and explains.
 """
 import ctypes
 import weakref
@@ -31,11 +31,14 @@ _np_empty = _np.empty if _np is not None else None
 _NP_CODES = {_np.dtype(n): DTYPES[n] for n in ("float32", "float16", "int32", "float64")} if _np is not None else {}
 # The library's own ops: "avg" is not one, so it misses here and takes the general path.
 _STR_OPS = {name: value for name, value in OPS.items() if value != AVG}
+# Forced algorithms by their exact names (other spellings take the general path, which explains).
+_FORCED_ALGOS = {name: value for name, value in ALGOS.items() if name != "auto"}
 # The bound library function and the torch tables live in _runtime (shared with the general and
 # fused paths); the fast path reads them as globals of this module, refreshed by _runtime.watch.
 _TORCH_CODES = R._TORCH_CODES
 _TORCH_OPS = R._TORCH_OPS
 _AR = None
+_AR_ALGO = None
 _torch = None
 _Tensor = None
 _RedOpType = None
@@ -43,8 +46,9 @@ _raw_stream = None
 
 
 def _refresh():
-    global _AR, _torch, _Tensor, _RedOpType, _raw_stream
+    global _AR, _AR_ALGO, _torch, _Tensor, _RedOpType, _raw_stream
     _AR = R._AR
+    _AR_ALGO = R._AR_ALGO
     _torch = R._torch
     _raw_stream = R._raw_stream
     _RedOpType = R._RedOpType
@@ -257,7 +261,8 @@ class Comm:
         integers as bf16. stream: for device buffers other than torch tensors, a cudaStream_t as
         int (torch tensors use torch.cuda.current_stream()).
         """
-        if dtype is None and stream is None and algo == "auto":
+        algov = 0 if algo == "auto" else (_FORCED_ALGOS.get(algo, -1) if type(algo) is str else -1)
+        if dtype is None and stream is None and algov >= 0:
             tx = type(x)
             top = type(op)
             opv = _STR_OPS.get(op) if top is str else (_TORCH_OPS.get(op) if top is _RedOpType else None)
@@ -279,7 +284,10 @@ class Comm:
                         except (ValueError, TypeError, BufferError):  # empty, read-only or strided
                             rp = 0
                         if rp:
-                            res = _AR(sp, rp, x.size, code, opv, self._handle, None)
+                            if algov:
+                                res = _AR_ALGO(sp, rp, x.size, code, opv, algov, self._handle, None)
+                            else:
+                                res = _AR(sp, rp, x.size, code, opv, self._handle, None)
                             if res:
                                 self._fail(res)
                             return out
@@ -306,7 +314,10 @@ class Comm:
                             else:
                                 rp = -1
                             if rp != -1:
-                                res = _AR(sp, rp, x.numel(), code, opv, self._handle, s)
+                                if algov:
+                                    res = _AR_ALGO(sp, rp, x.numel(), code, opv, algov, self._handle, s)
+                                else:
+                                    res = _AR(sp, rp, x.numel(), code, opv, self._handle, s)
                                 if res:
                                     self._fail(res)
                                 return out

@@ -9,6 +9,7 @@ from . import _lib as L
 from ._args import AVG, DTYPES, OP_CONVERTERS, OPS
 
 _AR = None  # symmarAllReduce, bound once the library is loaded
+_AR_ALGO = None  # symmarAllReduceAlgo, bound with it
 _torch = None  # set by enable_torch() once torch is in use
 _Tensor = None
 _RedOpType = None
@@ -30,9 +31,10 @@ def _changed():
 
 
 def bind():
-    """symmarAllReduce, loading the library on the first call."""
-    global _AR
+    """symmarAllReduce, loading the library on the first call (and symmarAllReduceAlgo with it)."""
+    global _AR, _AR_ALGO
     if _AR is None:
+        _AR_ALGO = L.lib().symmarAllReduceAlgo
         _AR = L.lib().symmarAllReduce
         _changed()
     return _AR

@@ -434,6 +434,29 @@ def test_bad_values(comm1):
         symmar.Comm.init_all(2, devices=["cpu"])
 
 
+def test_forced_algorithms_skip_the_general_path(comm1, monkeypatch):
+    """A forced algorithm named exactly goes straight to symmarAllReduceAlgo, as "auto" goes to
+    symmarAllReduce (the general path's checks cost about 3.5 us a call); the library's refusal
+    still raises, and other spellings still take the general path."""
+    from symmar import _general
+    general = []
+    real = _general.all_reduce
+    monkeypatch.setattr(_general, "all_reduce", lambda *a: general.append(a[4]) or real(*a))
+    x = np.arange(1, 9, dtype=np.float32)
+    for algo in ("oneshot", "twoshot"):
+        assert np.array_equal(comm1.all_reduce(x, algo=algo), np.arange(1, 9))
+        y = np.zeros(8, np.float32)
+        assert comm1.all_reduce(x, out=y, algo=algo) is y and np.array_equal(y, np.arange(1, 9))
+        z = x.copy()
+        assert comm1.all_reduce_(z, algo=algo) is z and np.array_equal(z, np.arange(1, 9))
+    with pytest.raises(symmar.SymmarError) as e:
+        comm1.all_reduce(x, algo="multimem")
+    assert e.value.name == "symmarUnsupported" and "multimem" in str(e.value)
+    assert general == []
+    assert np.array_equal(comm1.all_reduce(x, algo="OneShot"), np.arange(1, 9))
+    assert general == ["OneShot"]
+
+
 def test_library_errors(comm1):
     x = np.ones(64, np.float32)
     with pytest.raises(symmar.SymmarError) as e:

@@ -44,22 +44,22 @@ endfunction()
 
 # The wait on a peer's flag loads it relaxed instead of acquiring it: the peer's data is no longer
 # ordered before this rank's reads of it.
-symmar_emu_mutant(no_acquire common.cuh
+symmar_emu_mutant(no_acquire sync.cuh
   "return sched::epochReached(ptx::ld_acquire_sys(flag), target);"
   "return sched::epochReached(ptx::ld_volatile_u32(flag), target);")
 # The block barrier before a start flag is published: other threads' staging writes are no longer
 # ordered before the release that tells peers to read them.
-symmar_emu_mutant(no_syncthreads common.cuh
+symmar_emu_mutant(no_syncthreads sync.cuh
   "  const int b = static_cast<int>(blockIdx.x);\n  __syncthreads();\n"
   "  const int b = static_cast<int>(blockIdx.x);\n")
 # The fence before a block counts itself done: its reads of peers' memory are no longer ordered
 # before the done flag the last block pushes (CUDA's atomics are relaxed).
-symmar_emu_mutant(no_fence_before_done common.cuh
+symmar_emu_mutant(no_fence_before_done sync.cuh
   "      __threadfence();\n      const uint32_t prev = atomicAdd(&a.state->done_count, 1u);"
   "      const uint32_t prev = atomicAdd(&a.state->done_count, 1u);")
 # The prologue's first look at a peer's done flag loads it relaxed: this call's staging writes are
 # no longer ordered after the peer's reads of the previous call.
-symmar_emu_mutant(no_acquire_done common.cuh
+symmar_emu_mutant(no_acquire_done sync.cuh
   "const bool done = sched::epochReached(ptx::ld_acquire_sys(flag), calls);"
   "const bool done = sched::epochReached(ptx::ld_volatile_u32(flag), calls);")
 # The barrier after a row's statistic is read: a warp's sum for the next row may overwrite the
