@@ -348,8 +348,8 @@ class Comm:
             if algo == "auto":
                 res = _AR(send_ptr, recv_ptr, count, code, opv, self._handle, stream or None)
             else:
-                res = L.lib().symmarAllReduceAlgo(send_ptr, recv_ptr, count, code, opv, name_arg(algo, ALGOS, "algo"),
-                                                  self._handle, stream or None)
+                res = _AR_ALGO(send_ptr, recv_ptr, count, code, opv, name_arg(algo, ALGOS, "algo"), self._handle,
+                               stream or None)
         except ctypes.ArgumentError as e:
             raise TypeError("all_reduce_ptr: addresses and stream must be ints (%s)" % e) from None
         if res:

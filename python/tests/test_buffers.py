@@ -88,12 +88,16 @@ def test_all_reduce_ptr_and_avg(comms2):
     def rank(comm):
         x = _values(comm.rank).astype(np.float32)
         comm.all_reduce_ptr(x.ctypes.data, x.ctypes.data, x.size, "float32", "max")
+        z = _values(comm.rank).astype(np.float32)
+        s = np.zeros_like(z)
+        comm.all_reduce_ptr(z.ctypes.data, s.ctypes.data, z.size, "float32", algo="twoshot")
         y = _values(comm.rank).astype(np.float64)
         avg = comm.all_reduce(y, op="avg")
-        return x.astype(np.float64), avg
+        return x.astype(np.float64), s.astype(np.float64), avg
 
-    for mx, avg in run_threads(comms2, rank):
+    for mx, sm, avg in run_threads(comms2, rank):
         assert np.array_equal(mx, np.maximum(_values(0), _values(1)))
+        assert np.array_equal(sm, _values(0) + _values(1))
         assert np.array_equal(avg, (_values(0) + _values(1)) / 2)
 
 
