@@ -11,7 +11,7 @@ op: torch.ops.symmar.all_reduce_; one / two / auto: the binding's Comm.all_reduc
 vll: vLLM's op (torch.ops._C.shm_allreduce). --variants takes ;-separated sets of NAME=VALUE
 settings, pairs taking them in turn (SYMMAR_LIBRARY=... compares two builds):
 
-    python benchmarks/engines/allreduce_pairs.py [--pairs 8] [--variants "A=1;A=2"]
+    python benchmarks/engines/allreduce_pairs.py [--pairs 8] [--variants "A=1;A=2"] [--sizes 64K,256K,1M]
 
 Run it with the vLLM venv (scripts/install-vllm.sh) and SYMMAR_LIBRARY naming a build made against
 its torch, as the engine benchmarks do.
@@ -28,6 +28,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 sys.path.insert(0, os.path.dirname(HERE))
 
 SIZES = (256 << 10, 1 << 20)
+UNITS = {"K": 1 << 10, "M": 1 << 20}
+
+
+def parse_sizes(text):
+    """"64K,1M" -> (65536, 1048576): bytes of float32 tensors, multiples of 4."""
+    sizes = tuple(int(t[:-1]) * UNITS[t[-1].upper()] if t[-1].upper() in UNITS else int(t) for t in text.split(","))
+    if any(s <= 0 or s % 4 for s in sizes):
+        raise SystemExit("--sizes: positive multiples of 4 bytes")
+    return sizes
 
 
 def bound_pair_comm(rank, store):
@@ -47,7 +56,7 @@ def bound_pair_comm(rank, store):
     return comm, ops.handle(comm)
 
 
-def rank_main(rank, store, tag, env):
+def rank_main(rank, store, tag, env, sizes=SIZES):
     os.environ.update(env)  # before symmar loads: SYMMAR_LIBRARY and settings read at creation
     import torch
     import torch.distributed as dist
@@ -62,10 +71,10 @@ def rank_main(rank, store, tag, env):
                 "auto": lambda x: comm.all_reduce_(x)}
     if vl is not None:
         variants["vll"] = vl
-    times = {(n, s): [] for s in SIZES for n in variants}
-    bufs = {s: torch.zeros(s // 4) for s in SIZES}
+    times = {(n, s): [] for s in sizes for n in variants}
+    bufs = {s: torch.zeros(s // 4) for s in sizes}
     for _ in range(5):
-        for s in SIZES:
+        for s in sizes:
             for n, call in variants.items():
                 dist.barrier()
                 t0 = time.perf_counter()
@@ -74,7 +83,7 @@ def rank_main(rank, store, tag, env):
                 times[(n, s)].append((time.perf_counter() - t0) / 100 * 1e6)
     if rank == 0:
         print(env, " | ".join("%dK " % (s >> 10) + " ".join("%s %.1f" % (n, statistics.median(times[(n, s)]))
-                                                           for n in variants) for s in SIZES), flush=True)
+                                                           for n in variants) for s in sizes), flush=True)
     comm.close()
     dist.destroy_process_group()
 
@@ -83,13 +92,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--variants", default="", help="';'-separated NAME=VALUE[,NAME=VALUE] sets, taken in turn")
+    p.add_argument("--sizes", default="256K,1M", help="bytes a call, e.g. 64K,256K,1M")
     args = p.parse_args()
+    sizes = parse_sizes(args.sizes)
     envs = [dict(e.split("=", 1) for e in v.split(",")) if v else {} for v in args.variants.split(";")]
     import torch.multiprocessing as tmp
     with tempfile.TemporaryDirectory() as d:
         for i in range(args.pairs):
-            tmp.spawn(rank_main, args=(os.path.join(d, "store%d" % i), "%d-%d" % (os.getpid(), i), envs[i % len(envs)]),
-                      nprocs=2, join=True)
+            tag = "%d-%d" % (os.getpid(), i)
+            tmp.spawn(rank_main, args=(os.path.join(d, "store%d" % i), tag, envs[i % len(envs)], sizes), nprocs=2,
+                      join=True)
 
 
 if __name__ == "__main__":
