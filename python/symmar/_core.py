@@ -2,7 +2,8 @@
 
 Comm.all_reduce has a fast path for the common call (a dense NumPy array or torch tensor, op by
 name or torch ReduceOp, algo "auto" or a forced algorithm by its lower-case name, no dtype
-override): a few attribute reads and one ctypes call. Anything else takes the general path (_buffers.resolve), which checks and explains.
+override): a few attribute reads and one ctypes call. Anything else takes the general path
+(_buffers.resolve), which checks and explains.
 """
 import ctypes
 import weakref

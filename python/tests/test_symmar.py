@@ -436,7 +436,7 @@ def test_bad_values(comm1):
 
 def test_forced_algorithms_skip_the_general_path(comm1, monkeypatch):
     """A forced algorithm named exactly goes straight to symmarAllReduceAlgo, as "auto" goes to
-    symmarAllReduce (the general path's checks cost about 3.5 us a call); the library's refusal
+    symmarAllReduce (the general path's checks cost a few us a call); the library's refusal
     still raises, and other spellings still take the general path."""
     from symmar import _general
     general = []
