@@ -28,15 +28,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 sys.path.insert(0, os.path.dirname(HERE))
 
 SIZES = (256 << 10, 1 << 20)
-UNITS = {"K": 1 << 10, "M": 1 << 20}
-
-
-def parse_sizes(text):
-    """"64K,1M" -> (65536, 1048576): bytes of float32 tensors, multiples of 4."""
-    sizes = tuple(int(t[:-1]) * UNITS[t[-1].upper()] if t[-1].upper() in UNITS else int(t) for t in text.split(","))
-    if any(s <= 0 or s % 4 for s in sizes):
-        raise SystemExit("--sizes: positive multiples of 4 bytes")
-    return sizes
 
 
 def bound_pair_comm(rank, store):
@@ -94,7 +85,10 @@ def main():
     p.add_argument("--variants", default="", help="';'-separated NAME=VALUE[,NAME=VALUE] sets, taken in turn")
     p.add_argument("--sizes", default="256K,1M", help="bytes a call, e.g. 64K,256K,1M")
     args = p.parse_args()
-    sizes = parse_sizes(args.sizes)
+    from compare_cpu_allreduce import parse_size
+    sizes = tuple(parse_size(t) for t in args.sizes.split(","))
+    if any(s <= 0 or s % 4 for s in sizes):
+        raise SystemExit("--sizes: positive multiples of 4 bytes (float32 tensors)")
     envs = [dict(e.split("=", 1) for e in v.split(",")) if v else {} for v in args.variants.split(";")]
     import torch.multiprocessing as tmp
     with tempfile.TemporaryDirectory() as d:
