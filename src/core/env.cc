@@ -59,7 +59,8 @@ const EnvVarInfo kRegistry[] = {
      "Host backend: how a collective writes what its peers read from staging: 0 plain stores, 1 non-temporal "
      "(streaming) stores, 2 plain stores, streaming for the next 64 chunks after two plain staging writes in a row "
      "of 4 KiB or more ran at under 4 GB/s (the writer's core taking lines back from a peer's cache, which some "
-     "machines make 10x dearer at times). Each rank's own choice.",
+     "machines make 10x dearer at times), then one plain try, after which a slow try streams twice as long as "
+     "the run before it (up to 1024 chunks) and a fast one ends the streaming. Each rank's own choice.",
      kInteger, 2, 0, 2},
     {"SYMMAR_HOST_STAGING_RING", "0 or 1", "1 (0 when ranks outnumber cores)",
      "Host backend: an allreduce (one-shot or two-shot), fused call, reduce-scatter or staged all-gather that "

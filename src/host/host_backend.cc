@@ -135,8 +135,17 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->staging_ring_ = first_failed < 0;
     // The ring spreads small calls over 8 MiB of each rank's staging (both halves): map it now,
     // or the first calls in each slot fault their pages in (a 16 KiB two-shot then took 21 us,
-    // not 2, over a short run).
-    if (b->staging_ring_) b->heap_->mapStagingPages(sched::kStagingRingBytes);
+    // not 2, over a short run). The first touch of a page places it on the toucher's memory node:
+    // each rank maps its own ring before any peer maps it, so that on a machine of several nodes
+    // a rank's staging lies on the node of the rank that writes it, as the rest of its staging
+    // (first written by its owner) does, rather than wherever the faster rank got to first.
+    if (b->staging_ring_) {
+      b->heap_->mapStagingPages(sched::kStagingRingBytes, b->rank_);
+      SYMMAR_CHECK(agreeAll(*host_boot, true, &first_failed));
+      for (int r = 0; r < b->world_; ++r) {
+        if (r != b->rank_) b->heap_->mapStagingPages(sched::kStagingRingBytes, r);
+      }
+    }
     // Each rank's own choice: both kinds of store put the same bytes in staging.
     b->staging_writes_ = StagingWrites(static_cast<StagingWrites::Mode>(envNumber("SYMMAR_HOST_STREAM", 2)));
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",

@@ -49,6 +49,8 @@ class HostBackend : public Backend {
   bool readsPeerProcesses() const { return cross_memory_; }
   /// Whether calls stage in the staging ring (sched::stagingRingShift). Agreed at creation.
   bool usesStagingRing() const { return staging_ring_; }
+  /// The ranks' shared segments (null where the comm has none), for tests that inspect staging.
+  const ShmHeap* heap() const { return heap_.get(); }
 
  private:
   /// An allreduce as the executors address it: byte pointers, the element size at hand.

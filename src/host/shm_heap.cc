@@ -67,17 +67,15 @@ symmarResult_t ShmHeap::create(Bootstrap& bootstrap, uint64_t nonce, size_t stag
   return symmarSuccess;
 }
 
-void ShmHeap::mapStagingPages(size_t bytes) const {
+void ShmHeap::mapStagingPages(size_t bytes, int rank) const {
   const size_t n = std::min(bytes, sched::stagingHalfBytes(staging_bytes_));
-  for (int r = 0; r < world_; ++r) {
-    for (int half = 0; half < 2; ++half) {
-      char* p = staging(r, half);
-      // One call maps the range where the kernel has MADV_POPULATE_READ (Linux 5.14) and the half
-      // starts on a page (unless the staging size is odd); otherwise one read per page does.
-      if (madvise(p, n, kPopulateRead) == 0) continue;
-      const volatile char* q = p;
-      for (size_t i = 0; i < n; i += 4096) (void)q[i];
-    }
+  for (int half = 0; half < 2; ++half) {
+    char* p = staging(rank, half);
+    // One call maps the range where the kernel has MADV_POPULATE_READ (Linux 5.14) and the half
+    // starts on a page (unless the staging size is odd); otherwise one read per page does.
+    if (madvise(p, n, kPopulateRead) == 0) continue;
+    const volatile char* q = p;
+    for (size_t i = 0; i < n; i += 4096) (void)q[i];
   }
 }
 

@@ -71,10 +71,12 @@ class ShmHeap {
     return reinterpret_cast<uint32_t*>(bases_[rank] + lamportOffset() + sched::lamportSlotOffset(buffer, from, world_));
   }
   size_t stagingBytes() const { return staging_bytes_; }
-  /// Maps the pages of the first `bytes` of both staging halves of every rank into this process,
-  /// reading one byte of each (a page nobody touched before is allocated then, zeroed): the first
-  /// calls that stage there then take no page faults.
-  void mapStagingPages(size_t bytes) const;
+  /// Maps the pages of the first `bytes` of both staging halves of `rank` into this process,
+  /// reading one byte of each, so that the first calls that stage there take no page faults. A page
+  /// nobody touched before is allocated then, zeroed, on the memory node of the CPU that reads it:
+  /// a rank maps its own staging before its peers map it (host_backend.cc), so that its staging
+  /// lies next to the rank that writes it.
+  void mapStagingPages(size_t bytes, int rank) const;
   size_t heapBytes() const { return heap_bytes_; }
   size_t segmentBytes() const { return segment_bytes_; }
 

@@ -4,15 +4,20 @@
 // The shift by hand; calls that move around the ring, cross its size limits, wrap its slots and
 // the call number, against the float64 reference on every rank; ranks one call apart (so at other
 // places in the ring) refuse the call instead of pairing it; ranks that disagree about the ring all
-// stage at the start of the half instead of reading each other at different places.
+// stage at the start of the half instead of reading each other at different places; each rank's ring
+// lies on its own memory node.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -109,7 +114,9 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
 
 // Runs body(comm, rank) in two forked ranks of one comm, rank r with SYMMAR_HOST_STAGING_RING set
 // to ring[r] and no cross-memory reads (5 s timeout), and returns their exit statuses (0: passed).
-std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, const char* const ring[2]) {
+// before_init(rank), where given, runs in each rank before it joins the comm.
+std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, const char* const ring[2],
+                            const std::function<void(int)>& before_init = {}) {
   symmarUniqueId id;
   if (symmarGetUniqueId(&id) != symmarSuccess) return {-1, -1};
   std::vector<pid_t> pids;
@@ -118,6 +125,7 @@ std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, c
     if (pid == 0) {
       setenv("SYMMAR_HOST_STAGING_RING", ring[rank], 1);
       setenv("SYMMAR_HOST_CMA", "0", 1);  // all-gathers stage their blocks rather than have peers read them
+      if (before_init) before_init(rank);
       symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
       cfg.device = SYMMAR_DEVICE_CPU;
       cfg.timeout_ms = 5000;
@@ -222,6 +230,62 @@ TEST(StagingRing, RanksThatDisagreeAllStageAtTheStartOfTheHalf) {
       EXPECT_EQ(status[static_cast<size_t>(rank)], 0)
           << "rank " << rank << " (rank " << asking << " asked for the ring)";
     }
+  }
+}
+
+// The first CPU of each memory node that has CPUs, in node order: {node, cpu}.
+std::vector<std::pair<int, int>> nodesWithCpus() {
+  std::vector<std::pair<int, int>> nodes;
+  for (int node = 0; node < 1024; ++node) {
+    const std::string path = "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) continue;
+    int cpu = -1;
+    if (std::fscanf(f, "%d", &cpu) == 1 && cpu >= 0) nodes.emplace_back(node, cpu);
+    std::fclose(f);
+  }
+  return nodes;
+}
+
+// The memory node a page of this process lies on (move_pages without a target node only asks).
+int pageNode(const char* p) {
+  void* pages[1] = {const_cast<char*>(p)};
+  int status[1] = {-1};
+  if (syscall(SYS_move_pages, 0, 1UL, pages, nullptr, status, 0) != 0) return -1;
+  return status[0];
+}
+
+TEST(StagingRing, EachRanksRingLiesOnTheMemoryNodeOfItsRank) {
+  // A page of shared memory is placed on the node of the CPU that touches it first. Comm creation
+  // maps every rank's ring; each rank maps its own before any peer does, so that its staging,
+  // which it writes and its peers read, lies on its own node whichever rank is faster.
+  const std::vector<std::pair<int, int>> nodes = nodesWithCpus();
+  if (nodes.size() < 2) GTEST_SKIP() << "this machine has one memory node with CPUs: every page lies on it";
+  const char* const ring[2] = {"1", "1"};
+  const std::vector<int> status = forkedPair(
+      [&](symmarComm_t comm, int rank) {
+        const auto* host = dynamic_cast<const symmar::HostBackend*>(comm->backend.get());
+        if (!host || !host->usesStagingRing()) return 11;
+        const int node = nodes[static_cast<size_t>(rank)].first;
+        const size_t mapped = std::min(sched::kStagingRingBytes, sched::stagingHalfBytes(host->heap()->stagingBytes()));
+        for (int half = 0; half < 2; ++half) {
+          for (size_t at = 0; at < mapped; at += 16 * 4096) {
+            if (pageNode(host->heap()->staging(rank, half) + at) != node) return 12;
+          }
+        }
+        return 0;
+      },
+      ring,
+      [&](int rank) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(nodes[static_cast<size_t>(rank)].second, &cpus);
+        if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0) _exit(13);
+      });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(status[static_cast<size_t>(rank)], 0)
+        << "rank " << rank << " (12: a page of its ring lies on another node; 13: it could not be bound to node "
+        << nodes[static_cast<size_t>(rank)].first << ")";
   }
 }
 
