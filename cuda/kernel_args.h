@@ -128,6 +128,8 @@ enum FailureReason : int {
   kReasonBadInputOffset = 2,  ///< the status peer published an input offset outside its heap
   kReasonPeerFailed = 3,      ///< the status peer had already failed (its failed word was set)
   kReasonCallMismatch = 4,    ///< the status peer's call had another signature or place in the order
+  kReasonRowGroupTimeout = 5,  ///< a block waited past the timeout for its row group's other blocks
+                               ///< (this rank's own: the status peer is this rank)
 };
 
 struct KernelArgs {

@@ -68,6 +68,12 @@ __device__ __forceinline__ void addRowSquares(NormShared<Threads>* ns, int j, fl
   if (threadIdx.x % kLanes == 0) ns->warp_sum[j][threadIdx.x / kLanes] = ss;
 }
 
+/// 1 / RMS of a row of h elements whose squares add up to sum_squares. The mean is a product with
+/// 1 / h rounded once: a division would call its slow path (see fp8Multiplier).
+__device__ __forceinline__ float invRms(float sum_squares, size_t h, float eps) {
+  return 1.0f / sqrtf(sum_squares * __frcp_rn(static_cast<float>(h)) + eps);
+}
+
 /// The second half: 1 / RMS of the row in slot j, the warps' sums added in warp order, so every
 /// thread (and every rank that finishes the row from the same values) computes the same bits.
 template <int Threads>
@@ -76,9 +82,7 @@ __device__ __forceinline__ float slotInvRms(const NormShared<Threads>* ns, int j
   float total = ns->warp_sum[j][0];
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) total += ns->warp_sum[j][w];
-  // The mean as a product with 1 / h rounded once: a division would call its slow path (see
-  // fp8Multiplier).
-  return 1.0f / sqrtf(total * __frcp_rn(static_cast<float>(h)) + eps);
+  return invRms(total, h, eps);
 }
 
 /// The statistics of a batch's n rows where each row is spread over a group of blocks, once the
@@ -105,7 +109,9 @@ __device__ __forceinline__ bool groupInvRms(const KernelArgs& a, NormShared<Thre
     uint32_t* word = &a.state->row_sync[first];
     __threadfence();  // this block's sums before its arrival (CUDA's atomics are relaxed)
     const uint32_t old = atomicAdd(word, g->part == 0 ? 0x80000000u - static_cast<uint32_t>(g->parts - 1) : 1u);
-    if (!boundedSpin(a, a.rank, [&] { return ((ptx::ld_acquire_sys(word) ^ old) & 0x80000000u) != 0; })) {
+    // The wait is on this rank's own blocks: a timeout here is reported as the group's own.
+    const auto arrived = [&] { return ((ptx::ld_acquire_sys(word) ^ old) & 0x80000000u) != 0; };
+    if (!boundedSpin(a, a.rank, arrived, kReasonRowGroupTimeout)) {
       markAbort(&ns->sh);
     }
   }
@@ -118,7 +124,7 @@ __device__ __forceinline__ bool groupInvRms(const KernelArgs& a, NormShared<Thre
     for (int q = 1; q < g->parts; ++q) {
       total += __uint_as_float(ptx::ld_volatile_u32(reinterpret_cast<const uint32_t*>(&a.state->row_part[set][first + q][t])));
     }
-    ns->inv[t] = 1.0f / sqrtf(total * __frcp_rn(static_cast<float>(a.hidden)) + a.eps);
+    ns->inv[t] = invRms(total, a.hidden, a.eps);
   }
   __syncthreads();
   return true;

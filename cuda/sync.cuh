@@ -92,10 +92,12 @@ __device__ __forceinline__ void reportFailure(const KernelArgs& a, int peer, int
 }
 
 /// Spins until ready() (a look at this rank's own memory) holds. Bounded: gives up after
-/// timeout_ns (reporting it), when `peer` has pushed its failed word here, or as soon as another
-/// block of this comm has reported a failure. Every wait of every kernel goes through it.
+/// timeout_ns (reporting it with timeout_reason), when `peer` has pushed its failed word here, or
+/// as soon as another block of this comm has reported a failure. Every wait of every kernel goes
+/// through it.
 template <typename Ready>
-__device__ __forceinline__ bool boundedSpin(const KernelArgs& a, int peer, Ready ready) {
+__device__ __forceinline__ bool boundedSpin(const KernelArgs& a, int peer, Ready ready,
+                                            int timeout_reason = kReasonTimeout) {
   const long long start = ptx::globaltimer();
   for (uint32_t n = 1;; ++n) {
     if (ready()) return true;
@@ -105,7 +107,7 @@ __device__ __forceinline__ bool boundedSpin(const KernelArgs& a, int peer, Ready
         return false;
       }
       if (ptx::globaltimer() - start > a.timeout_ns) {
-        reportFailure(a, peer, symmarTimeout, kReasonTimeout);
+        reportFailure(a, peer, symmarTimeout, timeout_reason);
         return false;
       }
       if ((n & 8191u) == 0 && ptx::ld_volatile_u32(&a.state->reported) != 0) return false;

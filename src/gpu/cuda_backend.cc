@@ -299,6 +299,9 @@ symmarResult_t CudaBackend::asyncError() {
                   "(every rank must make the same calls in the same order); the comm is failed", self, peer);
     case kReasonPeerFailed:
       return fail(code, "rank %d: rank %d had failed earlier (its kernels gave up); the comm is failed", self, peer);
+    case kReasonRowGroupTimeout:
+      return fail(code, "rank %d: block %d of a fused call waited more than %d ms for the other blocks of its row "
+                  "(this rank's own blocks, which never ran beside it); the comm is failed", self, block, timeout_ms_);
     default:
       return fail(code, "rank %d: a device barrier waited more than %d ms for rank %d (block %d); the comm is failed",
                   self, timeout_ms_, peer, block);

@@ -290,6 +290,9 @@ void siblingsNeverArrive(symmarAlgo_t form) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(comm.status(0)[gpu::kStatusCode], symmarTimeout) << "rank 0's blocks 1-7 waited for rank 1's blocks";
   EXPECT_EQ(comm.status(1)[gpu::kStatusCode], symmarTimeout) << "rank 1's block 0 waited for its siblings";
+  EXPECT_EQ(comm.status(1)[gpu::kStatusReason], gpu::kReasonRowGroupTimeout)
+      << "rank 1's failure names its own blocks, not a peer";
+  EXPECT_EQ(comm.status(1)[gpu::kStatusBlock], 0);
   EXPECT_LT(seconds, 10.0) << "a wait at the row group's barrier outlived the failure";
 }
 
