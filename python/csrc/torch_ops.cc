@@ -168,6 +168,9 @@ at::Tensor allReduceOutOfPlace(const at::Tensor& x, int64_t comm, c10::string_vi
   return python.call(x, comm, op);
 }
 
+/// all_reduce with op "sum" (torch.ops.symmar.all_reduce_sum: no op argument, as all_reduce_sum_).
+at::Tensor allReduceSumOutOfPlace(const at::Tensor& x, int64_t comm) { return allReduceOutOfPlace(x, comm, "sum"); }
+
 /// Every rank's x as blocks along dim 0 of a new tensor (a 0-dim x gives shape (nranks,)).
 at::Tensor allGather(const at::Tensor& x, int64_t comm) {
   CompiledCall c;
@@ -319,6 +322,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce_sum_", &allReduceSumInPlace);
   m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
+  m.impl("all_reduce_sum", &allReduceSumOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
@@ -330,6 +334,7 @@ TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce_sum_", &allReduceSumInPlace);
   m.impl("try_all_reduce_", &tryAllReduceInPlace);
   m.impl("all_reduce", &allReduceOutOfPlace);
+  m.impl("all_reduce_sum", &allReduceSumOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);

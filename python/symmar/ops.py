@@ -170,6 +170,12 @@ def _all_reduce(x, comm, op="sum"):
     return comm_of(comm).all_reduce(x.contiguous(), op=op)
 
 
+def _all_reduce_sum(x, comm):
+    """all_reduce with op "sum" and no op argument, as all_reduce_sum_ is to all_reduce_: the
+    plugins' out-of-place path."""
+    return _all_reduce(x, comm)
+
+
 def _all_reduce_add_rms_norm(x, gamma, residual, comm, eps=1e-6, algo="auto"):
     """(residual_out, norm_out) = (allreduce_sum(x) + residual, RMSNorm(residual_out) * gamma), both
     new contiguous tensors like x (Comm.all_reduce_add_rms_norm without fp8)."""
@@ -226,6 +232,8 @@ _op('all_reduce_(Tensor(a!) x, int comm, str op="sum") -> ()', _all_reduce_, lam
 _op('all_reduce_sum_(Tensor(a!) x, int comm) -> ()', _all_reduce_sum_, lambda x, comm: None,
     has_compiled_kernel=True)
 _op('all_reduce(Tensor x, int comm, str op="sum") -> Tensor', _all_reduce, lambda x, comm, op="sum": _empty(x),
+    has_compiled_kernel=True)
+_op('all_reduce_sum(Tensor x, int comm) -> Tensor', _all_reduce_sum, lambda x, comm: _empty(x),
     has_compiled_kernel=True)
 _op('all_reduce_add_rms_norm(Tensor x, Tensor gamma, Tensor? residual, int comm, float eps=1e-06, '
     'str algo="auto") -> (Tensor, Tensor)', _all_reduce_add_rms_norm,

@@ -226,6 +226,34 @@ def test_pass_threads_the_residual_through_layers_in_place(comm):
         assert err < 1e-5, "%s off by %.3g of the largest value" % (name, err)
 
 
+def test_pass_fuses_out_of_place_sums(comm):
+    # The plugins' out-of-place path (CUDA tensors) traces all_reduce_sum; all_reduce with its op
+    # argument is matched too. Two layers of each, one rank (the allreduce is the identity), against
+    # the eager code.
+    from torch._inductor.utils import run_and_get_code
+    h = ops.handle(comm)
+
+    def f(x, w, r0):
+        res, hs = r0 * 1, x
+        for i in range(4):
+            y = hs * 2
+            y = torch.ops.symmar.all_reduce_sum(y, h) if i % 2 else torch.ops.symmar.all_reduce(y, h)
+            hs, res = _rms_norm(y, w, 1e-6, res)
+        return hs, res
+
+    x, w, r = _ints(0, (3, 64), torch.float32, 4), _ints(1, (64,), torch.float32, 5), _ints(2, (3, 64), torch.float32, 6)
+    options = dict(OPTIONS, post_grad_custom_post_pass=fusion.AddRmsNormFusion())
+    before = fusion.fused_calls[0]
+    with no_compile_cache():
+        got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True, options=options), x, w, r)
+    assert fusion.fused_calls[0] - before == 4
+    assert "symmar.all_reduce_sum.default(" not in code and "symmar.all_reduce.default(" not in code, code
+    want = f(x, w, r)
+    for name, a, b in (("norm", got[0], want[0]), ("residual", got[1], want[1])):
+        err = ((a - b).abs() / b.abs().amax().clamp_min(1e-30)).max().item()
+        assert err < 1e-5, "%s off by %.3g of the largest value" % (name, err)
+
+
 def test_pass_uuid_names_its_source():
     a, b = fusion.AddRmsNormFusion().uuid(), fusion.AddRmsNormFusion().uuid()
     assert a == b and a.startswith("symmar-add-rms-norm-")

@@ -75,6 +75,8 @@ def _compile_rank(rank, nranks, store, out_dir, backend):
         g_compiled = torch.compile(g_sym, fullgraph=True, backend=backend)
         s_sym = _graph_input_model(lambda t: torch.ops.symmar.all_reduce_sum_(t, h))
         s_compiled = torch.compile(s_sym, fullgraph=True, backend=backend)
+        o_sym = lambda t: torch.ops.symmar.all_reduce_sum(t * 1, h)  # noqa: E731  out of place
+        o_compiled = torch.compile(o_sym, fullgraph=True, backend=backend)
         for seed, dtype in enumerate(DTYPES):
             case = "%s world=%d %s" % (dtype, nranks, backend)
             x = _ints(rank, (4, 33), dtype, seed)
@@ -89,6 +91,9 @@ def _compile_rank(rank, nranks, store, out_dir, backend):
                     _graph_input_model(_dist_reduce)(xs[4])]
             if not all(torch.equal(t, xs[4]) for t in xs[:4]) or not all(torch.equal(o, outs[4]) for o in outs[:4]):
                 failures.append(case + ": a mutated graph input differs from gloo's in-place result")
+            for name, a in (("compiled", o_compiled(x)), ("eager", o_sym(x))):
+                if a.dtype != x.dtype or not torch.equal(a, xs[4]):
+                    failures.append("%s: %s all_reduce_sum differs from gloo" % (case, name))
         # the fused op against the binding's own call, eager and compiled (aot_eager: no codegen)
         fused = torch.compile(lambda *a: torch.ops.symmar.all_reduce_add_rms_norm(*a), fullgraph=True,
                               backend="aot_eager")
@@ -152,6 +157,7 @@ def test_schemas_declare_the_mutation():
     assert str(torch.ops.symmar.all_reduce.default._schema) == \
         'symmar::all_reduce(Tensor x, int comm, str op="sum") -> Tensor'
     assert str(torch.ops.symmar.all_reduce_sum_.default._schema) == 'symmar::all_reduce_sum_(Tensor(a!) x, int comm) -> ()'
+    assert str(torch.ops.symmar.all_reduce_sum.default._schema) == 'symmar::all_reduce_sum(Tensor x, int comm) -> Tensor'
     fused = torch.ops.symmar.all_reduce_add_rms_norm.default._schema
     assert not any(a.alias_info is not None and a.alias_info.is_write for a in fused.arguments)
     assert len(fused.returns) == 2
@@ -168,6 +174,8 @@ def test_opcheck(comm):
                      (torch.ops.symmar.all_reduce_.default, (x.clone().bfloat16(), h, "max")),
                      (torch.ops.symmar.all_reduce_sum_.default, (x.clone(), h)),
                      (torch.ops.symmar.all_reduce.default, (x, h)),
+                     (torch.ops.symmar.all_reduce_sum.default, (x, h)),
+                     (torch.ops.symmar.all_reduce_sum.default, (x.t(), h)),  # strided: made dense
                      (torch.ops.symmar.all_reduce.default, (x.t(), h, "avg")),  # strided: made dense
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x, torch.ones(6), x + 1, h, 1e-5)),
                      (torch.ops.symmar.all_reduce_add_rms_norm.default, (x.bfloat16(), torch.ones(6).bfloat16(),
@@ -204,15 +212,16 @@ def test_the_sum_op_reaches_inductors_code_without_a_keyword(comm):
     def f(x):
         y = x * 2
         torch.ops.symmar.all_reduce_sum_(y, h)
-        return y + 1
+        return torch.ops.symmar.all_reduce_sum(y + 1, h) * 3  # and the out-of-place sum
 
     x = torch.arange(6, dtype=torch.float32)
     with inductor_config.patch(force_disable_caches=True):
         got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True), x)
-    assert torch.equal(got, x * 2 + 1)  # one rank: the sum is the identity
-    calls = [line for line in code.splitlines() if "symmar.all_reduce_sum_.default(" in line]
-    assert len(calls) == 1, code
-    assert "=" not in calls[0].split("all_reduce_sum_.default(", 1)[1], calls[0]
+    assert torch.equal(got, (x * 2 + 1) * 3)  # one rank: the sum is the identity
+    for name in ("all_reduce_sum_", "all_reduce_sum"):
+        calls = [line for line in code.splitlines() if "symmar.%s.default(" % name in line]
+        assert len(calls) == 1, code
+        assert "=" not in calls[0].split("%s.default(" % name, 1)[1], calls[0]
 
 
 def test_fused_op_matches_the_binding(comm):

@@ -32,10 +32,10 @@ _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "
 # The ops' one overload each, looked up once: torch.ops.symmar.all_reduce_(...) resolves the
 # namespace, the packet and the overload on every call (about 0.5 us, over a 3-4 us allreduce of
 # a decode-size tensor on CPUs). Calls through them trace under torch.compile as the packets do.
-# The in-place sum is all_reduce_sum_, which has no op argument for inductor's code to spell as a
-# keyword (about 0.36 us a call, docs/performance/engines-vllm.md).
+# The sums are all_reduce_sum_ and all_reduce_sum, which have no op argument for inductor's code
+# to spell as a keyword (about 0.36 us a call, docs/performance/engines-vllm.md).
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_sum_.default
-_ALL_REDUCE = torch.ops.symmar.all_reduce.default
+_ALL_REDUCE = torch.ops.symmar.all_reduce_sum.default
 _ALL_GATHER = torch.ops.symmar.all_gather.default
 _REDUCE_SCATTER = torch.ops.symmar.reduce_scatter.default
 # The counts the plan is read at, at creation: 1, then four points an octave up to 2^40 elements,

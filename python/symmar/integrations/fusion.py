@@ -9,8 +9,8 @@ What it matches, on float32, float16 and bfloat16 tensors (a 16-bit input is tak
 the add and the statistics, and the normalised row back to its dtype before the weight, as the
 engines' native code does):
 
-    r = allreduce_sum(x) [+ residual]                # torch.ops.symmar.all_reduce_, all_reduce_sum_
-                                                     # or all_reduce
+    r = allreduce_sum(x) [+ residual]                # torch.ops.symmar.all_reduce_, all_reduce_sum_,
+                                                     # all_reduce or all_reduce_sum
     y = (r * rsqrt(mean(r ** 2, -1, keepdim) + eps)) [to dtype] * weight
 
 The fused call returns r rounded to the dtype (residual_out) and y. Every use of r in the dtype
@@ -38,6 +38,7 @@ _aten = torch.ops.aten
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_.default
 _ALL_REDUCE_SUM_ = torch.ops.symmar.all_reduce_sum_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce.default
+_ALL_REDUCE_SUM = torch.ops.symmar.all_reduce_sum.default
 _FUSED = torch.ops.symmar.all_reduce_add_rms_norm.default
 _FUSED_IN_PLACE = torch.ops.symmar.all_reduce_add_rms_norm_.default
 _CONVERT = torch.ops.prims.convert_element_type.default
@@ -69,7 +70,7 @@ def _reduced(node):
         if len(users) != 1 or not _is(users[0], operator.getitem) or users[0].args[1] != 1:
             return None
         result = users[0]
-    elif _is(node, _ALL_REDUCE):
+    elif _is(node, _ALL_REDUCE) or _is(node, _ALL_REDUCE_SUM):
         x, comm, op, result = node.args[0], _op_arg(node, 1, "comm", None), _op_arg(node, 2, "op", "sum"), node
     else:
         return None
