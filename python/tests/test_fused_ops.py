@@ -193,21 +193,18 @@ def test_in_place_op_refuses_x_and_residual_in_one_buffer(comm):
     assert torch.equal(x, torch.ones(2, 8)), "a refused call wrote its operands"
 
 
-def test_pass_threads_the_residual_through_layers_in_place(comm):
-    # Four block ends as a decoder stack has them: each block's residual_out is the next one's
-    # residual. Every chain takes the in-place op (inductor runs it on the graph's own buffers), and
-    # the result equals eager code's: float32, one rank (the allreduce is the identity).
+def _four_layers(reduce_even, reduce_odd):
+    """Four block ends as a decoder stack has them (each block's residual_out is the next one's
+    residual), the allreduce reduce_even(y) or reduce_odd(y) by layer, each returning the sum,
+    compiled with the pass: every chain fused, the result equal to eager code's (float32, one rank:
+    the allreduce is the identity). Returns inductor's generated code."""
     from torch._inductor.utils import run_and_get_code
-    h = ops.handle(comm)
 
     def f(x, w, r0):
         res, hs = r0 * 1, x
         for i in range(4):
             y = hs * 2  # the row-parallel layer's partial output
-            if i % 2:
-                torch.ops.symmar.all_reduce_sum_(y, h)  # what the plugins trace
-            else:
-                torch.ops.symmar.all_reduce_(y, h)
+            y = reduce_odd(y) if i % 2 else reduce_even(y)
             hs, res = _rms_norm(y, w, 1e-6, res)
         return hs, res
 
@@ -217,41 +214,36 @@ def test_pass_threads_the_residual_through_layers_in_place(comm):
     with no_compile_cache():
         got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True, options=options), x, w, r)
     assert fusion.fused_calls[0] - before == 4
-    assert code.count("symmar.all_reduce_add_rms_norm_.default(") == 4, code
-    assert "symmar.all_reduce_add_rms_norm.default(" not in code and "symmar.all_reduce_.default(" not in code
-    assert "symmar.all_reduce_sum_.default(" not in code
     want = f(x, w, r)
     for name, a, b in (("norm", got[0], want[0]), ("residual", got[1], want[1])):
         err = ((a - b).abs() / b.abs().amax().clamp_min(1e-30)).max().item()
         assert err < 1e-5, "%s off by %.3g of the largest value" % (name, err)
+    return code
+
+
+def test_pass_threads_the_residual_through_layers_in_place(comm):
+    # The in-place sums (all_reduce_sum_ is what the plugins trace): every chain takes the in-place
+    # fused op, which inductor runs on the graph's own buffers.
+    h = ops.handle(comm)
+
+    def in_place(op):
+        def reduce(y):
+            op(y, h)
+            return y
+        return reduce
+
+    code = _four_layers(in_place(torch.ops.symmar.all_reduce_), in_place(torch.ops.symmar.all_reduce_sum_))
+    assert code.count("symmar.all_reduce_add_rms_norm_.default(") == 4, code
+    assert "symmar.all_reduce_add_rms_norm.default(" not in code and "symmar.all_reduce_.default(" not in code
+    assert "symmar.all_reduce_sum_.default(" not in code
 
 
 def test_pass_fuses_out_of_place_sums(comm):
     # The plugins' out-of-place path (CUDA tensors) traces all_reduce_sum; all_reduce with its op
-    # argument is matched too. Two layers of each, one rank (the allreduce is the identity), against
-    # the eager code.
-    from torch._inductor.utils import run_and_get_code
+    # argument is matched too.
     h = ops.handle(comm)
-
-    def f(x, w, r0):
-        res, hs = r0 * 1, x
-        for i in range(4):
-            y = hs * 2
-            y = torch.ops.symmar.all_reduce_sum(y, h) if i % 2 else torch.ops.symmar.all_reduce(y, h)
-            hs, res = _rms_norm(y, w, 1e-6, res)
-        return hs, res
-
-    x, w, r = _ints(0, (3, 64), torch.float32, 4), _ints(1, (64,), torch.float32, 5), _ints(2, (3, 64), torch.float32, 6)
-    options = dict(OPTIONS, post_grad_custom_post_pass=fusion.AddRmsNormFusion())
-    before = fusion.fused_calls[0]
-    with no_compile_cache():
-        got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True, options=options), x, w, r)
-    assert fusion.fused_calls[0] - before == 4
+    code = _four_layers(lambda y: torch.ops.symmar.all_reduce(y, h), lambda y: torch.ops.symmar.all_reduce_sum(y, h))
     assert "symmar.all_reduce_sum.default(" not in code and "symmar.all_reduce.default(" not in code, code
-    want = f(x, w, r)
-    for name, a, b in (("norm", got[0], want[0]), ("residual", got[1], want[1])):
-        err = ((a - b).abs() / b.abs().amax().clamp_min(1e-30)).max().item()
-        assert err < 1e-5, "%s off by %.3g of the largest value" % (name, err)
 
 
 def test_pass_uuid_names_its_source():
