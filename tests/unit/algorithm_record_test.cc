@@ -16,8 +16,10 @@
 #include "plan/algorithms.h"
 #include "plan/planner.h"
 #include "plan/table.h"
+#include "planner_test_util.h"
 
 using namespace symmar;
+using plantest::topo;
 
 namespace {
 
@@ -28,15 +30,6 @@ std::string readSource(const char* relative) {
   return text.str();
 }
 
-symmarTopology_t topo(int major, int minor, symmarLink_t link, int world, int multicast) {
-  symmarTopology_t t{};
-  t.cc_major = major;
-  t.cc_minor = minor;
-  t.link = link;
-  t.world_size = world;
-  t.multicast = multicast;
-  return t;
-}
 
 TEST(AlgorithmRecords, EveryAlgorithmHasOneRecordInEnumOrder) {
   size_t n = 0;
