@@ -23,3 +23,12 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="set SYMMAR_LIBRARY to a built libsymmar.so")
         for item in items:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def comm1():
+    """A one-rank CPU comm (symmar.Comm.init_all), closed after the test."""
+    import symmar
+    comms = symmar.Comm.init_all(1, devices=["cpu"])
+    yield comms[0]
+    comms[0].close()
