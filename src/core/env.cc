@@ -46,6 +46,11 @@ const EnvVarInfo kRegistry[] = {
     {"SYMMAR_HOST_CHUNK_BYTES", "size 4K..1T with K/M/G suffix", "1M",
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache).", kSize, 1 << 20,
      4096, kTiB},
+    {"SYMMAR_HOST_THREADS", "integer 1..64", "1",
+     "Host backend: threads a rank runs a two-shot allreduce's copies and reductions on (itself and helpers), "
+     "for steps of at least 64 KiB a thread; the rank's own choice (the same bits either way). For ranks that "
+     "each have several cores, as engines' CPU allreduces use their OpenMP threads.",
+     kInteger, 1, 1, 64},
     {"SYMMAR_HOST_SPIN", "integer 0..1073741824", "4096 (16 when ranks outnumber cores)",
      "Host backend: busy polls of a barrier flag before the wait starts yielding the core.", kInteger, 4096, 0,
      1 << 30},

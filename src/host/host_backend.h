@@ -18,6 +18,7 @@
 #include "host/shm_sync.h"
 #include "host/simd_reduce.h"
 #include "host/staging_writes.h"
+#include "host/worker_pool.h"
 
 namespace symmar {
 
@@ -49,6 +50,8 @@ class HostBackend : public Backend {
   bool readsPeerProcesses() const { return cross_memory_; }
   /// Whether calls stage in the staging ring (sched::stagingRingShift). Agreed at creation.
   bool usesStagingRing() const { return staging_ring_; }
+  /// Threads this rank runs a two-shot step's copies and reductions on (SYMMAR_HOST_THREADS).
+  int workerThreads() const { return workers_ ? workers_->threads() : 1; }
   /// The ranks' shared segments (null where the comm has none), for tests that inspect staging.
   const ShmHeap* heap() const { return heap_.get(); }
 
@@ -172,6 +175,23 @@ class HostBackend : public Backend {
     if (stream) staging_writes_.afterStreamed();
     return stream;
   }
+  /// Calls fn(begin, n) on pieces [begin, begin + n) covering [0, count) elements of elem bytes:
+  /// at once on the rank's worker threads (SYMMAR_HOST_THREADS) where the bytes give each thread
+  /// kMinPartBytes or more, pieces starting on a cache line of the range; else once, on this thread.
+  /// fn must only touch its own piece.
+  template <typename Fn>
+  void inParts(size_t count, size_t elem, Fn fn) {
+    const size_t by_bytes = count * elem / kMinPartBytes;
+    const int parts = workers_ ? static_cast<int>(std::min<size_t>(workers_->threads(), by_bytes)) : 1;
+    if (parts <= 1) return fn(size_t{0}, count);
+    const size_t line = std::max<size_t>(1, 64 / elem);
+    workers_->run(parts, [&](int i, int n) {
+      const sched::Range q = sched::splitRange(0, count, n, i, line);
+      if (q.size() > 0) fn(q.begin, q.size());
+    });
+  }
+  /// The least a worker thread's piece of a step is worth waking it for.
+  static constexpr size_t kMinPartBytes = 64 << 10;
   /// The half of the staging buffer the next step may write without a barrier.
   int takeWriteHalf() { return last_read_half_ ^ 1; }
   /// The comm's rank of this host's rank `local`: what every message names (on a comm spanning
@@ -193,6 +213,7 @@ class HostBackend : public Backend {
   StagingWrites staging_writes_;                      // plain or streaming stores into staging (SYMMAR_HOST_STREAM)
   std::vector<int> peer_pids_;                        // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;                              // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
+  std::unique_ptr<WorkerPool> workers_;               // helper threads (SYMMAR_HOST_THREADS > 1), else null
   std::vector<const void*> srcs_;                     // per-rank source pointers, reused by every call
   std::vector<const void*> piece_srcs_;               // srcs_ advanced to one inter-host piece
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote

@@ -5,9 +5,11 @@
 // slices go to the other half, written only after the start barrier, when every peer has finished
 // the previous step. From 8 KiB to 1 MiB a call stages at its slot of the staging ring
 // (sched::stagingRingShift) where the comm agreed to use it, so that it does not write lines a
-// peer read the call before.
+// peer read the call before. A rank with worker threads (SYMMAR_HOST_THREADS) splits each step's
+// copies and its reduction among them; the barriers stay on the calling thread.
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "host/host_backend.h"
@@ -43,9 +45,10 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     const bool stream = staging_writes_.streams(staged_write);
     if (input_offset == sched::kStagedInput) {
       char* staged = staging(rank_, in_half);
+      const size_t tail = mine.end * c.elem;
       writeStaging(staged_write, stream, [&](auto copy) {
-        copy(staged, src, off);
-        copy(staged + mine.end * c.elem, src + mine.end * c.elem, (r.size() - mine.end) * c.elem);
+        inParts(off, 1, [&](size_t b, size_t n) { copy(staged + b, src + b, n); });
+        inParts(r.size() * c.elem - tail, 1, [&](size_t b, size_t n) { copy(staged + tail + b, src + tail + b, n); });
       });
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature : 0));
@@ -70,20 +73,29 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       // stage, which writes the finished slice to the output and publishes it.
       reduceToPieces(c, mine.size());
       SYMMAR_CHECK(combineStaged(c, r.begin + mine.begin, mine.size(), publish));
-    } else if (stream) {
-      // Reduced into the output, then streamed from there (in cache) to staging.
-      char* out = c.recv + (r.begin + mine.begin) * c.elem;
-      reduce(out, nullptr, srcs_.data(), world_, mine.size(), c.dtype, c.op);
-      simdStreamCopy(publish, out, mine.size() * c.elem);
     } else {
-      reduce(c.recv + (r.begin + mine.begin) * c.elem, publish, srcs_.data(), world_, mine.size(), c.dtype, c.op);
+      char* out = c.recv + (r.begin + mine.begin) * c.elem;
+      inParts(mine.size(), c.elem, [&](size_t b, size_t n) {
+        std::vector<const void*> part_srcs(srcs_);  // this piece's own (a rank has any number of peers)
+        for (const void*& p : part_srcs) p = static_cast<const char*>(p) + b * c.elem;
+        char* part_out = out + b * c.elem;
+        if (stream) {
+          // Reduced into the output, then streamed from there (in cache) to staging.
+          reduce(part_out, nullptr, part_srcs.data(), world_, n, c.dtype, c.op);
+          simdStreamCopy(publish + b * c.elem, part_out, n * c.elem);
+        } else {
+          reduce(part_out, publish + b * c.elem, part_srcs.data(), world_, n, c.dtype, c.op);
+        }
+      });
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
 
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;  // spread the reads over the peers
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
-      copyBytes(c.recv + (r.begin + s.begin) * c.elem, staging(p, out_half) + s.begin * c.elem, s.size() * c.elem);
+      char* dst = c.recv + (r.begin + s.begin) * c.elem;
+      const char* from = staging(p, out_half) + s.begin * c.elem;
+      inParts(s.size() * c.elem, 1, [&](size_t b, size_t n) { copyBytes(dst + b, from + b, n); });
     }
     last_read_half_ = out_half;
     if (stream) staging_writes_.afterStreamed();

@@ -1,7 +1,11 @@
 #include "host_call_checks.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <thread>
 
 #include "common/reference.h"
@@ -28,9 +32,13 @@ double inputAt(int rank, size_t i, int call) { return static_cast<double>((rank 
 // in place every third call) and checks every element against the sum in double; returns the
 // wrong calls.
 int allReduceCalls(symmarComm_t comm, int rank, int world, int rounds) {
+  return allReduceCalls(comm, rank, world, rounds, std::vector<size_t>(std::begin(kCounts), std::end(kCounts)));
+}
+
+int allReduceCalls(symmarComm_t comm, int rank, int world, int rounds, const std::vector<size_t>& counts) {
   int wrong = 0, call = 0;
   for (int round = 0; round < rounds; ++round) {
-    for (size_t count : kCounts) {
+    for (size_t count : counts) {
       const symmarDataType_t dt = call % 2 ? symmarBfloat16 : symmarFloat32;
       const bool in_place = call % 3 == 0;
       const symmarAlgo_t algo = call % 4 < 2 ? symmarAlgoTwoShot : symmarAlgoOneShot;
@@ -184,6 +192,35 @@ std::vector<int> onThreadRanks(int world, const std::function<int(symmarComm_t, 
   for (std::thread& t : ranks) t.join();
   for (symmarComm_t comm : comms) symmarCommDestroy(comm);
   return results;
+}
+
+std::vector<int> onForkedRanks(int world, const std::function<void(int)>& before_init,
+                               const std::function<int(symmarComm_t, int)>& body) {
+  symmarUniqueId id;
+  if (symmarGetUniqueId(&id) != symmarSuccess) return std::vector<int>(static_cast<size_t>(world), -1);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (before_init) before_init(rank);
+      symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
+      cfg.device = SYMMAR_DEVICE_CPU;
+      cfg.timeout_ms = 5000;
+      symmarComm_t comm = nullptr;
+      if (symmarCommInitRank(&comm, world, id, rank, &cfg) != symmarSuccess) _exit(10);
+      const int res = body(comm, rank);
+      symmarCommDestroy(comm);
+      _exit(res);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> status(static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    int st = 0;
+    waitpid(pids[static_cast<size_t>(rank)], &st, 0);
+    status[static_cast<size_t>(rank)] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + st;
+  }
+  return status;
 }
 
 }  // namespace hostcalls

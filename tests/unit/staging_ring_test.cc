@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,33 +116,14 @@ TEST(StagingRing, CallsAcrossTheCallNumberWrapMatchTheReference) {
 // before_init(rank), where given, runs in each rank before it joins the comm.
 std::vector<int> forkedPair(const std::function<int(symmarComm_t, int)>& body, const char* const ring[2],
                             const std::function<void(int)>& before_init = {}) {
-  symmarUniqueId id;
-  if (symmarGetUniqueId(&id) != symmarSuccess) return {-1, -1};
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setenv("SYMMAR_HOST_STAGING_RING", ring[rank], 1);
-      setenv("SYMMAR_HOST_CMA", "0", 1);  // all-gathers stage their blocks rather than have peers read them
-      if (before_init) before_init(rank);
-      symmarConfig_t cfg = SYMMAR_CONFIG_INIT;
-      cfg.device = SYMMAR_DEVICE_CPU;
-      cfg.timeout_ms = 5000;
-      symmarComm_t comm = nullptr;
-      if (symmarCommInitRank(&comm, 2, id, rank, &cfg) != symmarSuccess) _exit(10);
-      const int res = body(comm, rank);
-      symmarCommDestroy(comm);
-      _exit(res);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> status(2);
-  for (int rank = 0; rank < 2; ++rank) {
-    int st = 0;
-    waitpid(pids[static_cast<size_t>(rank)], &st, 0);
-    status[static_cast<size_t>(rank)] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + st;
-  }
-  return status;
+  return hostcalls::onForkedRanks(
+      2,
+      [&](int rank) {
+        setenv("SYMMAR_HOST_STAGING_RING", ring[rank], 1);
+        setenv("SYMMAR_HOST_CMA", "0", 1);  // all-gathers stage their blocks rather than have peers read them
+        if (before_init) before_init(rank);
+      },
+      body);
 }
 
 // The fused allreduce + residual + RMSNorm of count / 1024 rows of 1024 float32 (4, 8 and 19 rows
