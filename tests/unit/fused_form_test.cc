@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -16,6 +17,18 @@
 using namespace symmar;
 using plantest::kGpuLinks;
 using plantest::topo;
+
+namespace {
+
+// A row of the given entries: an allreduce row, or the fused call's (kAddRmsNorm).
+TableRow rowOf(Collective coll, std::initializer_list<TableEntry> entries) {
+  TableRow row;
+  row.coll = coll;
+  for (const TableEntry& e : entries) row.entries[row.num_entries++] = e;
+  return row;
+}
+
+}  // namespace
 
 TEST(FusedForm, APlannedTwoShotThatDoesNotFitBecomesTheOneShot) {
   // 8191 float32 a row against a 32768-byte half: the one-shot stages 32764 bytes a row, the
@@ -58,14 +71,9 @@ TEST(FusedForm, AFormThatCannotServeSaysWhatARowOfItNeeds) {
 // the first available form whose threshold holds the call, and the unfused calls past the last.
 TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
-  TableRow allreduce;  // says two-shot at every size: the fused row must win over it
-  allreduce.num_entries = 1;
-  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
-  TableRow fused;
-  fused.coll = Collective::kAddRmsNorm;
-  fused.num_entries = 2;
-  fused.entries[0] = {symmarAlgoOneShot, 64 * 1024};
-  fused.entries[1] = {symmarAlgoTwoShot, 1024 * 1024};
+  // The allreduce row says two-shot at every size: the fused row must win over it.
+  const TableRow allreduce = rowOf(Collective::kAllReduce, {{symmarAlgoTwoShot, kUnbounded}});
+  TableRow fused = rowOf(Collective::kAddRmsNorm, {{symmarAlgoOneShot, 64 * 1024}, {symmarAlgoTwoShot, 1024 * 1024}});
   // hidden 4096 bf16: 8 KiB a row.
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 8, 4096, symmarBfloat16), symmarAlgoOneShot) << "64 KiB";
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 9, 4096, symmarBfloat16), symmarAlgoTwoShot) << "72 KiB";
@@ -111,14 +119,8 @@ TEST(FusedForm, ItsOwnRowChoosesByTheMessageBytes) {
 // (a GPU link with peer access, rows of whole 16-byte vectors, at most 256 KiB) and is not
 // disabled; the next entry that holds the call otherwise. Also with fewer tokens than ranks.
 TEST(FusedForm, ARowNamingLamportGivesItWhereTheFormServes) {
-  TableRow allreduce;
-  allreduce.num_entries = 1;
-  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
-  TableRow fused;
-  fused.coll = Collective::kAddRmsNorm;
-  fused.num_entries = 2;
-  fused.entries[0] = {symmarAlgoLamport, 64 * 1024};
-  fused.entries[1] = {symmarAlgoOneShot, 256 * 1024};
+  const TableRow allreduce = rowOf(Collective::kAllReduce, {{symmarAlgoTwoShot, kUnbounded}});
+  TableRow fused = rowOf(Collective::kAddRmsNorm, {{symmarAlgoLamport, 64 * 1024}, {symmarAlgoOneShot, 256 * 1024}});
   const symmarTopology_t nvl = topo(9, 0, symmarLinkNvLink, 8, 0);
   // hidden 4096 bf16: 8 KiB a row, a whole number of vectors.
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, nvl, 0, 1, 4096, symmarBfloat16), symmarAlgoLamport) << "1 token";
@@ -147,10 +149,8 @@ TEST(FusedForm, ARowNamingLamportGivesItWhereTheFormServes) {
 // Without a row of its own the fused call follows the allreduce's row for the same bytes.
 TEST(FusedForm, WithoutARowItFollowsTheAllreduceRow) {
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
-  TableRow allreduce;
-  allreduce.num_entries = 2;
-  allreduce.entries[0] = {symmarAlgoLamport, 16 * 1024};
-  allreduce.entries[1] = {symmarAlgoTwoShot, kUnbounded};
+  const TableRow allreduce =
+      rowOf(Collective::kAllReduce, {{symmarAlgoLamport, 16 * 1024}, {symmarAlgoTwoShot, kUnbounded}});
   const TableRow none;
   EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 2, 4096, symmarBfloat16), symmarAlgoOneShot) << "16 KiB: lamport";
   EXPECT_EQ(planAddRmsNorm(allreduce, none, host, 0, 4, 4096, symmarBfloat16), symmarAlgoTwoShot) << "32 KiB";
@@ -190,13 +190,8 @@ TEST(FusedForm, BuiltinGpuRowsStopTheFusedFormWhereItLost) {
 // row says; up to the cap the row decides.
 TEST(FusedForm, PastTheRowsCapTheUnfusedCallServes) {
   const symmarTopology_t host = topo(0, 0, symmarLinkHostMemory, 2, 0);
-  TableRow allreduce;
-  allreduce.num_entries = 1;
-  allreduce.entries[0] = {symmarAlgoTwoShot, kUnbounded};
-  TableRow fused;
-  fused.coll = Collective::kAddRmsNorm;
-  fused.num_entries = 1;
-  fused.entries[0] = {symmarAlgoTwoShot, kUnbounded};
+  TableRow allreduce = rowOf(Collective::kAllReduce, {{symmarAlgoTwoShot, kUnbounded}});
+  const TableRow fused = rowOf(Collective::kAddRmsNorm, {{symmarAlgoTwoShot, kUnbounded}});
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 16, 64, symmarBfloat16, 16), symmarAlgoTwoShot);
   EXPECT_EQ(planAddRmsNorm(allreduce, fused, host, 0, 17, 64, symmarBfloat16, 16), symmarAlgoAuto);
   // At the cap with fewer tokens than ranks the fused one-shot where the allreduce is a one-shot.
