@@ -150,7 +150,10 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->staging_writes_ = StagingWrites(static_cast<StagingWrites::Mode>(envNumber("SYMMAR_HOST_STREAM", 2)));
     // Each rank's own choice too: every element is reduced in rank order whichever thread takes it.
     const int threads = static_cast<int>(envNumber("SYMMAR_HOST_THREADS"));
-    if (threads > 1 && local) b->workers_ = std::make_unique<WorkerPool>(threads);
+    if (threads > 1 && local) {
+      b->workers_ = std::make_unique<WorkerPool>(threads);
+      b->part_srcs_.resize(static_cast<size_t>(b->workers_->threads()) * static_cast<size_t>(b->world_));
+    }
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
                 b->cross_memory_ ? "from their processes (cross-memory attach)"
                                  : "from staging (a rank cannot read its peers' processes, or SYMMAR_HOST_CMA=0)");

@@ -175,19 +175,19 @@ class HostBackend : public Backend {
     if (stream) staging_writes_.afterStreamed();
     return stream;
   }
-  /// Calls fn(begin, n) on pieces [begin, begin + n) covering [0, count) elements of elem bytes:
-  /// at once on the rank's worker threads (SYMMAR_HOST_THREADS) where the bytes give each thread
-  /// kMinPartBytes or more, pieces starting on a cache line of the range; else once, on this thread.
-  /// fn must only touch its own piece.
+  /// Calls fn(part, begin, n) on pieces [begin, begin + n) covering [0, count) elements of elem
+  /// bytes: at once on the rank's worker threads (SYMMAR_HOST_THREADS), part 0 to threads - 1, where
+  /// the bytes give each thread kMinPartBytes or more, pieces starting on a cache line of the range;
+  /// else once, as part 0 on this thread. fn must only touch its own piece (and part's own scratch).
   template <typename Fn>
   void inParts(size_t count, size_t elem, Fn fn) {
     const size_t by_bytes = count * elem / kMinPartBytes;
     const int parts = workers_ ? static_cast<int>(std::min<size_t>(workers_->threads(), by_bytes)) : 1;
-    if (parts <= 1) return fn(size_t{0}, count);
+    if (parts <= 1) return fn(0, size_t{0}, count);
     const size_t line = std::max<size_t>(1, 64 / elem);
     workers_->run(parts, [&](int i, int n) {
       const sched::Range q = sched::splitRange(0, count, n, i, line);
-      if (q.size() > 0) fn(q.begin, q.size());
+      if (q.size() > 0) fn(i, q.begin, q.size());
     });
   }
   /// The least a worker thread's piece of a step is worth waking it for.
@@ -215,6 +215,7 @@ class HostBackend : public Backend {
   size_t chunk_cap_ = 0;                              // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
   std::unique_ptr<WorkerPool> workers_;               // helper threads (SYMMAR_HOST_THREADS > 1), else null
   std::vector<const void*> srcs_;                     // per-rank source pointers, reused by every call
+  std::vector<const void*> part_srcs_;                // srcs_ advanced to each worker's piece: a row a part
   std::vector<const void*> piece_srcs_;               // srcs_ advanced to one inter-host piece
   size_t lamport_used_[sched::kLamportBuffers] = {};  // words per slot the last call of each buffer wrote
 };

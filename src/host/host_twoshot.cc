@@ -9,7 +9,6 @@
 // copies and its reduction among them; the barriers stay on the calling thread.
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "core/error.h"
 #include "host/host_backend.h"
@@ -47,8 +46,8 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       char* staged = staging(rank_, in_half);
       const size_t tail = mine.end * c.elem;
       writeStaging(staged_write, stream, [&](auto copy) {
-        inParts(off, 1, [&](size_t b, size_t n) { copy(staged + b, src + b, n); });
-        inParts(r.size() * c.elem - tail, 1, [&](size_t b, size_t n) { copy(staged + tail + b, src + tail + b, n); });
+        inParts(off, 1, [&](int, size_t b, size_t n) { copy(staged + b, src + b, n); });
+        inParts(r.size() * c.elem - tail, 1, [&](int, size_t b, size_t n) { copy(staged + tail + b, src + tail + b, n); });
       });
     }
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_offset, k == 0 ? c.signature : 0));
@@ -75,16 +74,19 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       SYMMAR_CHECK(combineStaged(c, r.begin + mine.begin, mine.size(), publish));
     } else {
       char* out = c.recv + (r.begin + mine.begin) * c.elem;
-      inParts(mine.size(), c.elem, [&](size_t b, size_t n) {
-        std::vector<const void*> part_srcs(srcs_);  // this piece's own (a rank has any number of peers)
-        for (const void*& p : part_srcs) p = static_cast<const char*>(p) + b * c.elem;
+      inParts(mine.size(), c.elem, [&](int part, size_t b, size_t n) {
+        const void** part_srcs = srcs_.data();
+        if (b > 0) {  // a worker's piece: its own row of sources, b elements in
+          part_srcs = part_srcs_.data() + static_cast<size_t>(part) * static_cast<size_t>(world_);
+          for (int p = 0; p < world_; ++p) part_srcs[p] = static_cast<const char*>(srcs_[p]) + b * c.elem;
+        }
         char* part_out = out + b * c.elem;
         if (stream) {
           // Reduced into the output, then streamed from there (in cache) to staging.
-          reduce(part_out, nullptr, part_srcs.data(), world_, n, c.dtype, c.op);
+          reduce(part_out, nullptr, part_srcs, world_, n, c.dtype, c.op);
           simdStreamCopy(publish + b * c.elem, part_out, n * c.elem);
         } else {
-          reduce(part_out, publish + b * c.elem, part_srcs.data(), world_, n, c.dtype, c.op);
+          reduce(part_out, publish + b * c.elem, part_srcs, world_, n, c.dtype, c.op);
         }
       });
     }
@@ -95,7 +97,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
       char* dst = c.recv + (r.begin + s.begin) * c.elem;
       const char* from = staging(p, out_half) + s.begin * c.elem;
-      inParts(s.size() * c.elem, 1, [&](size_t b, size_t n) { copyBytes(dst + b, from + b, n); });
+      inParts(s.size() * c.elem, 1, [&](int, size_t b, size_t n) { copyBytes(dst + b, from + b, n); });
     }
     last_read_half_ = out_half;
     if (stream) staging_writes_.afterStreamed();

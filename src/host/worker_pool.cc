@@ -1,11 +1,18 @@
 #include "host/worker_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace symmar {
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 1; i < threads; ++i) helpers_.emplace_back([this, i] { helperLoop(i); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      helpers_.emplace_back([this, i] { helperLoop(i); });
+    } catch (const std::system_error&) {
+      break;  // the system gives no more threads: the pool runs with the helpers it has
+    }
+  }
 }
 
 WorkerPool::~WorkerPool() {

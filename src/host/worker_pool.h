@@ -16,7 +16,8 @@ namespace symmar {
 
 class WorkerPool {
  public:
-  /// A pool that runs steps in up to `threads` parts: threads - 1 helper threads (none for 1).
+  /// A pool that runs steps in up to `threads` parts: threads - 1 helper threads (none for 1;
+  /// fewer where the system refuses to start more, which threads() then says).
   explicit WorkerPool(int threads);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
