@@ -153,6 +153,12 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     if (threads > 1 && local) {
       b->workers_ = std::make_unique<WorkerPool>(threads);
       b->part_srcs_.resize(static_cast<size_t>(b->workers_->threads()) * static_cast<size_t>(b->world_));
+      const int64_t wanted = static_cast<int64_t>(ctx.machine_ranks) * b->workers_->threads();
+      if (cores == 0 || wanted > static_cast<int64_t>(cores)) {
+        SYMMAR_WARN(kSubsysInit, "host: %d threads a rank for %d ranks on %u cores: the helpers share cores, "
+                    "which slows large allreduces (SYMMAR_HOST_THREADS)", b->workers_->threads(), ctx.machine_ranks,
+                    cores);
+      }
     }
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
                 b->cross_memory_ ? "from their processes (cross-memory attach)"
