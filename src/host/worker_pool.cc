@@ -24,19 +24,20 @@ WorkerPool::~WorkerPool() {
   for (std::thread& t : helpers_) t.join();
 }
 
-void WorkerPool::run(int parts, const std::function<void(int, int)>& part) {
+void WorkerPool::runErased(int parts, const void* part, Call call) {
   parts = std::max(1, std::min(parts, threads()));
   if (parts > 1) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      part_ = &part;
+      part_ = part;
+      call_ = call;
       parts_ = parts;
       running_ = parts - 1;
       ++round_;
     }
     wake_.notify_all();
   }
-  part(0, parts);
+  call(part, 0, parts);
   if (parts > 1) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return running_ == 0; });
@@ -54,10 +55,11 @@ void WorkerPool::helperLoop(int index) {
     // A round is read whole under the lock: the next one starts only after every part of this one
     // returned, so a helper that wakes late finds the newest round, never a half-replaced one.
     if (index >= parts_) continue;
-    const std::function<void(int, int)>* part = part_;
+    const void* part = part_;
+    const Call call = call_;
     const int parts = parts_;
     lock.unlock();
-    (*part)(index, parts);
+    call(part, index, parts);
     lock.lock();
     if (--running_ == 0) done_.notify_one();
   }

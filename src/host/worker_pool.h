@@ -7,7 +7,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -26,16 +25,23 @@ class WorkerPool {
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
   /// Runs part(i, n) for every i in [0, n), n = parts clamped to [1, threads()]: part 0 on the
   /// calling thread, the others on helpers. Returns when every part has returned; what the parts
-  /// wrote is then visible to the caller. part must not throw.
-  void run(int parts, const std::function<void(int, int)>& part);
+  /// wrote is then visible to the caller. part must not throw. Nothing is allocated: the helpers
+  /// call part through a pointer to it.
+  template <typename Part>
+  void run(int parts, const Part& part) {
+    runErased(parts, &part, [](const void* p, int i, int n) { (*static_cast<const Part*>(p))(i, n); });
+  }
 
  private:
+  using Call = void (*)(const void* part, int i, int n);
+  void runErased(int parts, const void* part, Call call);
   void helperLoop(int index);
 
   std::mutex mutex_;
   std::condition_variable wake_;  // a new round, or stopping
   std::condition_variable done_;  // the round's helper parts have returned
-  const std::function<void(int, int)>* part_ = nullptr;
+  const void* part_ = nullptr;    // the round's part, called through call_
+  Call call_ = nullptr;
   int parts_ = 0;
   int running_ = 0;     // helper parts of the current round that have not returned
   uint64_t round_ = 0;  // rounds started
