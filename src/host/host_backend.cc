@@ -131,17 +131,16 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     // slower, docs/performance/host-allreduce.md). A staged slice is read at the shift its writer used, so every
     // rank takes the ring or none does.
     const bool ring = envNumber("SYMMAR_HOST_STAGING_RING", oversubscribed ? 0 : 1) != 0;
-    SYMMAR_CHECK(agreeAll(*host_boot, ring, &first_failed));
-    b->staging_ring_ = first_failed < 0;
     // The ring spreads small calls over 8 MiB of each rank's staging (both halves): map it now,
     // or the first calls in each slot fault their pages in (a 16 KiB two-shot then took 21 us,
     // not 2, over a short run). The first touch of a page places it on the toucher's memory node:
-    // each rank maps its own ring before any peer maps it, so that on a machine of several nodes
-    // a rank's staging lies on the node of the rank that writes it, as the rest of its staging
-    // (first written by its owner) does, rather than wherever the faster rank got to first.
+    // each rank maps its own ring before the agreement and its peers' only after it, so that on a
+    // machine of several nodes a rank's staging lies on the node of the rank that writes it, as the
+    // rest of its staging (first written by its owner) does, whichever rank is faster.
+    if (ring) b->heap_->mapStagingPages(sched::kStagingRingBytes, b->rank_);
+    SYMMAR_CHECK(agreeAll(*host_boot, ring, &first_failed));
+    b->staging_ring_ = first_failed < 0;
     if (b->staging_ring_) {
-      b->heap_->mapStagingPages(sched::kStagingRingBytes, b->rank_);
-      SYMMAR_CHECK(agreeAll(*host_boot, true, &first_failed));
       for (int r = 0; r < b->world_; ++r) {
         if (r != b->rank_) b->heap_->mapStagingPages(sched::kStagingRingBytes, r);
       }
