@@ -18,13 +18,14 @@ foreach(_py IN ITEMS "${SYMMAR_TORCH_PYTHON}" "$ENV{SYMMAR_PYTHON}" "${SYMMAR_VE
     continue()
   endif()
   execute_process(
-    COMMAND "${_py}" -c "import os, torch; print(os.path.dirname(torch.__file__)); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__)"
+    COMMAND "${_py}" -c "import os, torch; print(os.path.dirname(torch.__file__)); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__); print(int('parallel backend: OpenMP' in torch.__config__.parallel_info()))"
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(_rc EQUAL 0)
     string(REPLACE "\n" ";" _out "${_out}")
     list(GET _out 0 _symmar_torch_dir)
     list(GET _out 1 _symmar_torch_abi)
     list(GET _out 2 _symmar_torch_version)
+    list(GET _out 3 _symmar_torch_openmp)
     set(SYMMAR_TORCH_PYTHON "${_py}" CACHE FILEPATH "Python whose torch libsymmar_torch is built against" FORCE)
     break()
   endif()
@@ -38,7 +39,8 @@ if(NOT _symmar_torch_dir)
 endif()
 message(STATUS "libsymmar_torch: against torch ${_symmar_torch_version} (${_symmar_torch_dir})")
 
-add_library(symmar_torch SHARED ${PROJECT_SOURCE_DIR}/python/csrc/torch_ops.cc)
+add_library(symmar_torch SHARED ${PROJECT_SOURCE_DIR}/python/csrc/torch_ops.cc
+                                ${PROJECT_SOURCE_DIR}/python/csrc/torch_threads.cc)
 target_include_directories(symmar_torch SYSTEM PRIVATE
   "${_symmar_torch_dir}/include" "${_symmar_torch_dir}/include/torch/csrc/api/include")
 target_compile_definitions(symmar_torch PRIVATE _GLIBCXX_USE_CXX11_ABI=${_symmar_torch_abi})
@@ -46,6 +48,18 @@ target_compile_options(symmar_torch PRIVATE ${SYMMAR_WARNINGS})
 # torch's libraries are loaded by `import torch` before this one; they are found by soname then.
 target_link_libraries(symmar_torch PRIVATE symmar "${_symmar_torch_dir}/lib/libc10.so"
                                            "${_symmar_torch_dir}/lib/libtorch_cpu.so")
+# torch_threads.cc's at::parallel_for has a parallel region only when compiled with OpenMP (where
+# torch's backend is OpenMP). Its calls go to torch's own runtime: the libgomp that torch ships,
+# linked by its soname, which is then the one torch already loaded; without such a file, to
+# whichever runtime libtorch_cpu brings (the symbols stay for the loader to resolve through it).
+if(_symmar_torch_openmp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/python/csrc/torch_threads.cc PROPERTIES COMPILE_OPTIONS -fopenmp)
+  file(GLOB _symmar_torch_gomp "${_symmar_torch_dir}/lib/libgomp*.so*")
+  if(_symmar_torch_gomp)
+    list(GET _symmar_torch_gomp 0 _symmar_torch_gomp)
+    target_link_libraries(symmar_torch PRIVATE "${_symmar_torch_gomp}")
+  endif()
+endif()
 # Beside libsymmar, where symmar.ops looks for it (in the build tree and in the wheel).
 # torch 2.x headers need C++20.
 set_target_properties(symmar_torch PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/src" CXX_STANDARD 20)

@@ -366,6 +366,29 @@ typedef symmarResult_t (*symmarInterHostExchangeFn)(const void* const* sendbufs,
 symmarResult_t symmarCommSetInterHost(symmarComm_t comm, symmarInterHostExchangeFn fn, void (*release)(void* user),
                                       void* user, const char* name);
 
+/** One part of a host collective's step: the library's work for part `part` of `parts`. */
+typedef void (*symmarPartFn)(void* arg, int part, int parts);
+/**
+ * An engine's thread pool, as a host comm's ranks may split their steps over it: calls
+ * part(arg, i, parts) once for every i in [0, parts) and returns when every call has returned.
+ * The calls may run at once on the pool's threads or one after another on the calling thread; a
+ * part never waits for another part or for a peer, and never fails.
+ */
+typedef void (*symmarParallelForFn)(symmarPartFn part, void* arg, int parts, void* user);
+/**
+ * The threads this rank splits the copies and reductions of a host allreduce's large steps over
+ * (a two-shot's steps that give each thread at least 64 KiB; SYMMAR_HOST_THREADS sets it at
+ * creation). threads 1 (1..64): the calling thread alone. With run NULL the comm starts threads - 1
+ * helper threads of its own, which inherit the calling thread's CPU affinity (a thread bound to one
+ * CPU gives them only that CPU: bind it to several, or pass the engine's pool). With run set,
+ * each step runs as up to `threads` parts through run(part, arg, parts, user), for example on
+ * the engine's OpenMP threads, which are then the only threads the comm uses; user must stay valid
+ * until the comm is destroyed or this is called again. Not collective: each rank chooses for
+ * itself (every element is reduced in rank order whatever the split, so the results are the same
+ * bits); not while a collective of this comm runs. symmarUnsupported on a GPU comm.
+ */
+symmarResult_t symmarCommSetHostThreads(symmarComm_t comm, int threads, symmarParallelForFn run, void* user);
+
 /* ---- Groups ---- */
 
 /**

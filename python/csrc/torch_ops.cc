@@ -1,5 +1,5 @@
 // libsymmar_torch: the compiled kernels of torch.ops.symmar.all_reduce_, all_reduce, all_gather,
-// reduce_scatter and all_reduce_add_rms_norm, and try_all_reduce_, an op only this library has
+// reduce_scatter and all_reduce_add_rms_norm (and their _sum twins), and try_all_reduce_, an op only this library has
 // (ops.py defines it where the library loads): SymmarCommunicator's check and the in-place sum in
 // one call, which spares an eager engine's hook the check's Python.
 //
@@ -13,6 +13,9 @@
 // collective of a small tensor. Every other call (another dtype or device, a strided tensor,
 // op "avg", a handle of a closed or unknown comm) goes to the Python kernel, which checks and
 // explains exactly as the binding does. A failed collective raises the binding's SymmarError too.
+//
+// torch_threads.cc, beside it, lends torch's intra-op threads to a comm's host steps
+// (symmarTorchParallelFor, Comm.set_host_threads(n, pool="torch")).
 //
 // ops.py tells this library which comm each handle names (symmarTorchBindComm) and forgets it
 // before the comm is destroyed (symmarTorchUnbindComm, from Comm.close()).
@@ -210,6 +213,9 @@ at::Tensor reduceScatter(const at::Tensor& x, int64_t comm, c10::string_view op)
   return python.call(x, comm, op);
 }
 
+/// reduce_scatter with op "sum" (torch.ops.symmar.reduce_scatter_sum: no op argument).
+at::Tensor reduceScatterSum(const at::Tensor& x, int64_t comm) { return reduceScatter(x, comm, "sum"); }
+
 /// Whether t is a dense tensor like x (dtype and device), for the fused call's other operands.
 bool denseLike(const at::Tensor& t, const at::Tensor& x) {
   return dense(t) && t.scalar_type() == x.scalar_type() && t.device() == x.device();
@@ -325,6 +331,7 @@ TORCH_LIBRARY_IMPL(symmar, CPU, m) {
   m.impl("all_reduce_sum", &allReduceSumOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
+  m.impl("reduce_scatter_sum", &reduceScatterSum);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
   m.impl("all_reduce_add_rms_norm_", &allReduceAddRmsNormInPlace);
 }
@@ -337,6 +344,7 @@ TORCH_LIBRARY_IMPL(symmar, CUDA, m) {
   m.impl("all_reduce_sum", &allReduceSumOutOfPlace);
   m.impl("all_gather", &allGather);
   m.impl("reduce_scatter", &reduceScatter);
+  m.impl("reduce_scatter_sum", &reduceScatterSum);
   m.impl("all_reduce_add_rms_norm", &allReduceAddRmsNorm);
   m.impl("all_reduce_add_rms_norm_", &allReduceAddRmsNormInPlace);
 }

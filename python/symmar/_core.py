@@ -226,6 +226,27 @@ class Comm:
         handle = self._live()
         check(L.lib().symmarCommAdoptNccl(handle, int_arg(nccl_comm, "nccl_comm", 1)), handle)
 
+    def set_host_threads(self, threads, pool=None):
+        """The threads this rank splits a host allreduce's large steps over (symmarCommSetHostThreads;
+        SYMMAR_HOST_THREADS sets it at creation): 1, this thread alone; pool None, threads - 1 helper
+        threads of the comm's own, which inherit this thread's CPU affinity; pool "torch", torch's
+        intra-op threads (needs libsymmar_torch), as engines' CPU allreduces use their OpenMP
+        threads. Each rank chooses for itself: the results are the same bits."""
+        handle = self._live()
+        threads = int_arg(threads, "threads", 1)
+        if threads > 64:
+            raise ValueError("threads must be 1..64, got %d" % threads)
+        run = None
+        if pool == "torch":
+            from . import ops
+            if not ops.compiled:
+                raise ValueError("pool='torch' needs libsymmar_torch built against this torch (torch.ops.symmar "
+                                 "runs its Python kernels here)")
+            run = ctypes.cast(ops._compiled.symmarTorchParallelFor, ctypes.c_void_p).value
+        elif pool is not None:
+            raise ValueError("pool must be None (the comm's own threads) or 'torch', not %r" % (pool,))
+        check(L.lib().symmarCommSetHostThreads(handle, threads, run, None), handle)
+
     def plan(self, count, dtype="bfloat16", op="sum"):
         """The algorithm name this comm would run for count elements (symmarCommPlan): its own
         topology, tables and fallbacks."""

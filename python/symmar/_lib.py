@@ -83,6 +83,7 @@ FUNCTIONS = {
     "symmarCommGetAsyncError": (_c_int, [_vp, _pint]),
     "symmarCommTopology": (_c_int, [_vp, _ptopo]),
     "symmarCommAdoptNccl": (_c_int, [_vp, _vp]),
+    "symmarCommSetHostThreads": (_c_int, [_vp, _c_int, _vp, _vp]),
     "symmarCommRank": (_c_int, [_vp, _pint]),
     "symmarCommCount": (_c_int, [_vp, _pint]),
     "symmarCommDescribe": (_c_int, [_vp, ctypes.c_char_p, _sz]),

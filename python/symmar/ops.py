@@ -8,6 +8,7 @@
     res, norm = torch.ops.symmar.all_reduce_add_rms_norm(x, gamma, residual, h, 1e-6)
     torch.ops.symmar.all_reduce_add_rms_norm_(x, residual, gamma, h, 1e-6)  # residual, x = res, norm
     y = torch.ops.symmar.reduce_scatter(x, h)          # this rank's block (dim 0 split in nranks)
+    y = torch.ops.symmar.reduce_scatter_sum(x, h)      # the same, the sum: no op argument
     y = torch.ops.symmar.all_gather(x, h)              # every rank's x, stacked along dim 0
     took = torch.ops.symmar.try_all_reduce_(x, h)      # in place where set_taken_spans allows; a bool
                                                        # (libsymmar_torch only; eager callers only)
@@ -205,6 +206,12 @@ def _reduce_scatter(x, comm, op="sum"):
     return comm_of(comm).reduce_scatter(x.contiguous(), op=op)
 
 
+def _reduce_scatter_sum(x, comm):
+    """reduce_scatter with op "sum" and no op argument, as all_reduce_sum is to all_reduce: inductor's
+    code then calls it without a keyword."""
+    return _reduce_scatter(x, comm)
+
+
 def _all_gather(x, comm):
     """Every rank's x as blocks along dim 0 of a new tensor (Comm.all_gather)."""
     return comm_of(comm).all_gather(x.contiguous())
@@ -242,6 +249,8 @@ _op('all_reduce_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor gamma, i
     _all_reduce_add_rms_norm_, lambda x, residual, gamma, comm, eps=1e-6: None, has_compiled_kernel=True)
 _op('reduce_scatter(Tensor x, int comm, str op="sum") -> Tensor', _reduce_scatter,
     lambda x, comm, op="sum": x.new_empty(_gathered_shape(x, comm, True)), has_compiled_kernel=True)
+_op('reduce_scatter_sum(Tensor x, int comm) -> Tensor', _reduce_scatter_sum,
+    lambda x, comm: x.new_empty(_gathered_shape(x, comm, True)), has_compiled_kernel=True)
 _op('all_gather(Tensor x, int comm) -> Tensor', _all_gather,
     lambda x, comm: x.new_empty(_gathered_shape(x, comm, False)), has_compiled_kernel=True)
 if _compiled is not None:

@@ -158,6 +158,8 @@ def test_schemas_declare_the_mutation():
         'symmar::all_reduce(Tensor x, int comm, str op="sum") -> Tensor'
     assert str(torch.ops.symmar.all_reduce_sum_.default._schema) == 'symmar::all_reduce_sum_(Tensor(a!) x, int comm) -> ()'
     assert str(torch.ops.symmar.all_reduce_sum.default._schema) == 'symmar::all_reduce_sum(Tensor x, int comm) -> Tensor'
+    assert str(torch.ops.symmar.reduce_scatter_sum.default._schema) == \
+        'symmar::reduce_scatter_sum(Tensor x, int comm) -> Tensor'
     fused = torch.ops.symmar.all_reduce_add_rms_norm.default._schema
     assert not any(a.alias_info is not None and a.alias_info.is_write for a in fused.arguments)
     assert len(fused.returns) == 2
@@ -184,6 +186,8 @@ def test_opcheck(comm):
                      (torch.ops.symmar.all_reduce_add_rms_norm_.default, (x.t().contiguous().t(), x + 1,
                                                                           torch.ones(6), h)),  # strided: copied back
                      (torch.ops.symmar.reduce_scatter.default, (x, h, "min")),
+                     (torch.ops.symmar.reduce_scatter_sum.default, (x, h)),
+                     (torch.ops.symmar.reduce_scatter_sum.default, (x.t(), h)),  # strided: made dense
                      (torch.ops.symmar.all_gather.default, (x.t(), h))):
         torch.library.opcheck(op, args)  # schema, fake vs real, autograd registration, aot dispatch
 
@@ -212,13 +216,14 @@ def test_the_sum_op_reaches_inductors_code_without_a_keyword(comm):
     def f(x):
         y = x * 2
         torch.ops.symmar.all_reduce_sum_(y, h)
-        return torch.ops.symmar.all_reduce_sum(y + 1, h) * 3  # and the out-of-place sum
+        z = torch.ops.symmar.all_reduce_sum(y + 1, h) * 3  # and the out-of-place sum
+        return torch.ops.symmar.reduce_scatter_sum(z - 1, h)  # and the reduce-scatter's
 
     x = torch.arange(6, dtype=torch.float32)
     with inductor_config.patch(force_disable_caches=True):
         got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True), x)
-    assert torch.equal(got, (x * 2 + 1) * 3)  # one rank: the sum is the identity
-    for name in ("all_reduce_sum_", "all_reduce_sum"):
+    assert torch.equal(got, (x * 2 + 1) * 3 - 1)  # one rank: the sum is the identity
+    for name in ("all_reduce_sum_", "all_reduce_sum", "reduce_scatter_sum"):
         calls = [line for line in code.splitlines() if "symmar.%s.default(" % name in line]
         assert len(calls) == 1, code
         assert "=" not in calls[0].split("%s.default(" % name, 1)[1], calls[0]

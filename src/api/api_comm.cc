@@ -171,6 +171,21 @@ symmarResult_t symmarCommSetFallbackCollectives(symmarComm_t comm, symmarFallbac
   });
 }
 
+symmarResult_t symmarCommSetHostThreads(symmarComm_t comm, int threads, symmarParallelForFn run, void* user) {
+  return guardedComm(comm, [&] {
+    if (threads < 1 || threads > kMaxHostThreads) {
+      return fail(symmarInvalidArgument, "symmarCommSetHostThreads: threads %d is outside 1..%d", threads,
+                  kMaxHostThreads);
+    }
+    if (comm->gpu()) return fail(symmarUnsupported, "symmarCommSetHostThreads: a GPU comm has no host steps");
+    symmarResult_t res = comm->backend->setHostThreads(threads, run, user);
+    if (res == symmarUnsupported && threadLastError().empty()) {
+      return fail(res, "symmarCommSetHostThreads: this comm's backend has no host steps");
+    }
+    return res;
+  });
+}
+
 symmarResult_t symmarCommDescribe(symmarComm_t comm, char* buf, size_t len) {
   return guardedComm(comm, [&] {
     if (!buf || len == 0) return fail(symmarInvalidArgument, "symmarCommDescribe: NULL argument or len 0");

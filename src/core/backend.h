@@ -146,6 +146,15 @@ class Backend {
     (void)carrier;
     return symmarUnsupported;
   }
+  /// The threads this rank splits its large steps over (symmarCommSetHostThreads: threads 1..64
+  /// checked, run NULL for the backend's own helpers). symmarUnsupported where the backend has
+  /// no such steps.
+  virtual symmarResult_t setHostThreads(int threads, symmarParallelForFn run, void* user) {
+    (void)threads;
+    (void)run;
+    (void)user;
+    return symmarUnsupported;
+  }
   /// Adopts an engine NCCL communicator (GPU backends only).
   virtual symmarResult_t adoptNccl(void* nccl_comm) {
     (void)nccl_comm;

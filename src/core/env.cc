@@ -47,9 +47,10 @@ const EnvVarInfo kRegistry[] = {
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache).", kSize, 1 << 20,
      4096, kTiB},
     {"SYMMAR_HOST_THREADS", "integer 1..64", "1",
-     "Host backend: threads a rank runs a two-shot allreduce's copies and reductions on (itself and helpers), "
-     "for steps of at least 64 KiB a thread; the rank's own choice (the same bits either way). For ranks that "
-     "each have several cores, as engines' CPU allreduces use their OpenMP threads.",
+     "Host backend: threads a rank runs a two-shot allreduce's copies and reductions on (itself and helpers, "
+     "which inherit its CPU affinity), for steps of at least 64 KiB a thread; the rank's own choice (the same "
+     "bits either way). For ranks that each have several cores, as engines' CPU allreduces use their OpenMP "
+     "threads; symmarCommSetHostThreads sets it on a comm, or hands the steps to the engine's own pool.",
      kInteger, 1, 1, 64},
     {"SYMMAR_HOST_SPIN", "integer 0..1073741824", "4096 (16 when ranks outnumber cores)",
      "Host backend: busy polls of a barrier flag before the wait starts yielding the core.", kInteger, 4096, 0,

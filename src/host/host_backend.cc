@@ -149,16 +149,7 @@ symmarResult_t HostBackend::create(const BackendContext& ctx, BackendFacts* fact
     b->staging_writes_ = StagingWrites(static_cast<StagingWrites::Mode>(envNumber("SYMMAR_HOST_STREAM", 2)));
     // Each rank's own choice too: every element is reduced in rank order whichever thread takes it.
     const int threads = static_cast<int>(envNumber("SYMMAR_HOST_THREADS"));
-    if (threads > 1 && local) {
-      b->workers_ = std::make_unique<WorkerPool>(threads);
-      b->part_srcs_.resize(static_cast<size_t>(b->workers_->threads()) * static_cast<size_t>(b->world_));
-      const int64_t wanted = static_cast<int64_t>(ctx.machine_ranks) * b->workers_->threads();
-      if (cores == 0 || wanted > static_cast<int64_t>(cores)) {
-        SYMMAR_WARN(kSubsysInit, "host: %d threads a rank for %d ranks on %u cores: the helpers share cores, "
-                    "which slows large allreduces (SYMMAR_HOST_THREADS)", b->workers_->threads(), ctx.machine_ranks,
-                    cores);
-      }
-    }
+    if (threads > 1 && local) SYMMAR_CHECK(b->setHostThreads(threads, nullptr, nullptr));
     SYMMAR_INFO(kSubsysInit, "host: all-gather reads peers' send buffers %s",
                 b->cross_memory_ ? "from their processes (cross-memory attach)"
                                  : "from staging (a rank cannot read its peers' processes, or SYMMAR_HOST_CMA=0)");
@@ -256,6 +247,38 @@ symmarResult_t HostBackend::matchCall(uint64_t signature) {
   // sizes share no memory to meet in, and their calls pair by order alone, as the fallback's do.
   if (!heap_ || world_ == 1) return symmarSuccess;
   return sync_->barrier(sched::kSlotStart, sched::kStagedInput, signature);
+}
+
+symmarResult_t HostBackend::setHostThreads(int threads, symmarParallelForFn run, void* user) {
+  if (placement_.hosts > 1) {
+    return fail(symmarUnsupported, "symmarCommSetHostThreads: this comm spans hosts; its steps run on the calling "
+                "thread");
+  }
+  std::unique_ptr<PartRunner> runner;
+  if (threads > 1 && run) {
+    runner = std::make_unique<EnginePool>(threads, run, user);
+  } else if (threads > 1) {
+    runner = std::make_unique<WorkerPool>(threads);
+    // Helpers inherit this thread's affinity: where it allows fewer CPUs than threads, they share
+    // them (an engine that bound its main thread to one core gives them that core alone).
+    const int cpus = cpusOfThisThread();
+    const unsigned cores = std::thread::hardware_concurrency();
+    const int64_t wanted = static_cast<int64_t>(ctx_.machine_ranks) * runner->threads();
+    if (cpus > 0 && cpus < runner->threads()) {
+      SYMMAR_WARN(kSubsysInit, "host: %d threads a rank, but this thread may run on %d CPU(s), which its helpers "
+                  "inherit: they share them (bind the thread to more CPUs, or pass the engine's thread pool to "
+                  "symmarCommSetHostThreads)", runner->threads(), cpus);
+    } else if (cores == 0 || wanted > static_cast<int64_t>(cores)) {
+      SYMMAR_WARN(kSubsysInit, "host: %d threads a rank for %d ranks on %u cores: the helpers share cores, "
+                  "which slows large allreduces (SYMMAR_HOST_THREADS)", runner->threads(), ctx_.machine_ranks,
+                  cores);
+    }
+  }
+  workers_ = std::move(runner);
+  part_srcs_.resize(static_cast<size_t>(workerThreads()) * static_cast<size_t>(world_));
+  SYMMAR_INFO(kSubsysInit, "host: a large step runs in up to %d parts on %s", workerThreads(),
+              run ? "the engine's thread pool" : (workers_ ? "this thread and its helpers" : "this thread"));
+  return symmarSuccess;
 }
 
 symmarResult_t HostBackend::memAlloc(size_t bytes, void** ptr) {

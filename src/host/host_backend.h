@@ -41,6 +41,7 @@ class HostBackend : public Backend {
   symmarResult_t memAlloc(size_t bytes, void** ptr) override;
   symmarResult_t memFree(void* ptr) override;
   symmarResult_t setInterHost(const InterHostCarrier& carrier) override;
+  symmarResult_t setHostThreads(int threads, symmarParallelForFn run, void* user) override;
 
   /// The barrier epoch this rank reached (each barrier advances it by one), for the tests that
   /// count a schedule's barriers; 0 where the comm has no shared memory.
@@ -50,7 +51,8 @@ class HostBackend : public Backend {
   bool readsPeerProcesses() const { return cross_memory_; }
   /// Whether calls stage in the staging ring (sched::stagingRingShift). Agreed at creation.
   bool usesStagingRing() const { return staging_ring_; }
-  /// Threads this rank runs a two-shot step's copies and reductions on (SYMMAR_HOST_THREADS).
+  /// Threads this rank runs a two-shot step's copies and reductions on (SYMMAR_HOST_THREADS,
+  /// setHostThreads).
   int workerThreads() const { return workers_ ? workers_->threads() : 1; }
   /// The ranks' shared segments (null where the comm has none), for tests that inspect staging.
   const ShmHeap* heap() const { return heap_.get(); }
@@ -213,7 +215,7 @@ class HostBackend : public Backend {
   StagingWrites staging_writes_;                      // plain or streaming stores into staging (SYMMAR_HOST_STREAM)
   std::vector<int> peer_pids_;                        // the processes the probe read: where every later read goes
   size_t chunk_cap_ = 0;                              // bytes per chunk at most (SYMMAR_HOST_CHUNK_BYTES)
-  std::unique_ptr<WorkerPool> workers_;               // helper threads (SYMMAR_HOST_THREADS > 1), else null
+  std::unique_ptr<PartRunner> workers_;               // the threads of a step's parts (more than 1), else null
   std::vector<const void*> srcs_;                     // per-rank source pointers, reused by every call
   std::vector<const void*> part_srcs_;                // srcs_ advanced to each worker's piece: a row a part
   std::vector<const void*> piece_srcs_;               // srcs_ advanced to one inter-host piece

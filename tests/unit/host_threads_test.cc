@@ -1,19 +1,28 @@
 // Ranks that run a host step's copies and reductions on several threads (SYMMAR_HOST_THREADS,
-// host/worker_pool.h): the pool runs every part of a round once, each on a thread of its own, the
-// caller's part on the caller; allreduces whose two-shot steps split over helper threads are exact
-// on every rank with either kind of staging store, at 2 and 3 ranks; and ranks with different
-// thread counts pair, since the bits do not depend on the count.
+// symmarCommSetHostThreads, host/worker_pool.h): the pool runs every part of a round once, each on a
+// thread of its own, the caller's part on the caller; an engine's pool that skips, repeats or
+// outlives parts still gets every part run exactly once before the step goes on; allreduces whose
+// two-shot steps split over helper threads or an engine's pool are exact on every rank with either
+// kind of staging store, at 2 and 3 ranks; ranks with different thread counts pair, since the bits
+// do not depend on the count; and helpers that inherit a one-CPU affinity are reported.
 #include <gtest/gtest.h>
+
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/comm.h"
+#include "core/log.h"
 #include "host/host_backend.h"
 #include "host/worker_pool.h"
 #include "host_call_checks.h"
@@ -64,6 +73,142 @@ TEST(WorkerPool, OneThreadIsTheCallerAlone) {
   });
   ASSERT_EQ(ids.size(), 1u);
   EXPECT_EQ(ids[0], std::this_thread::get_id());
+}
+
+// Engine pools as another project might write them (symmarParallelForFn), each recording nothing of
+// its own: the step's parts count their calls.
+void poolOnThreads(symmarPartFn part, void* arg, int parts, void* calls) {
+  std::vector<std::thread> threads;
+  for (int i = 1; i < parts; ++i) threads.emplace_back(part, arg, i, parts);
+  part(arg, 0, parts);
+  for (std::thread& t : threads) t.join();
+  ++*static_cast<std::atomic<int>*>(calls);
+}
+void poolBackwardsOnTheCaller(symmarPartFn part, void* arg, int parts, void*) {
+  for (int i = parts - 1; i >= 0; --i) part(arg, i, parts);
+}
+void poolThatSkipsOddParts(symmarPartFn part, void* arg, int parts, void*) {
+  for (int i = 0; i < parts; i += 2) part(arg, i, parts);
+}
+void poolThatRepeatsAndStrays(symmarPartFn part, void* arg, int parts, void*) {
+  for (int i = -1; i <= parts; ++i) {  // out of range at both ends
+    part(arg, i, parts);
+    part(arg, i, parts);
+  }
+}
+// Set by a test's part when the last part has begun (and will take a while to finish).
+std::atomic<bool> g_last_part_began{false};
+void poolThatReturnsEarly(symmarPartFn part, void* arg, int parts, void*) {
+  // Starts the last part on a thread it does not wait for, and returns once that part is under way.
+  g_last_part_began = false;
+  std::thread([=] { part(arg, parts - 1, parts); }).detach();
+  while (!g_last_part_began) std::this_thread::yield();
+  for (int i = 0; i < parts - 1; ++i) part(arg, i, parts);
+}
+
+TEST(EnginePool, EveryPartRunsExactlyOnceBeforeTheStepGoesOn) {
+  std::atomic<int> pool_calls{0};
+  const struct {
+    const char* name;
+    symmarParallelForFn run;
+  } pools[] = {{"threads", poolOnThreads},
+               {"backwards", poolBackwardsOnTheCaller},
+               {"skips odd parts", poolThatSkipsOddParts},
+               {"repeats and strays", poolThatRepeatsAndStrays},
+               {"returns early", poolThatReturnsEarly}};
+  for (const auto& p : pools) {
+    for (int threads : {2, 5, symmar::kMaxHostThreads}) {
+      symmar::EnginePool pool(threads, p.run, &pool_calls);
+      for (int round = 0; round < 40; ++round) {
+        const int parts = 1 + (round * 7) % (threads + 2);  // clamped to threads
+        const int expect = std::min(parts, threads);
+        std::vector<std::atomic<int>> calls(symmar::kMaxHostThreads + 2);
+        std::vector<std::atomic<bool>> finished(symmar::kMaxHostThreads + 2);
+        std::atomic<int> wrong_n{0};
+        pool.run(parts, [&](int i, int n) {
+          if (n != expect) ++wrong_n;
+          ++calls[static_cast<size_t>(i)];
+          if (i == n - 1) {  // the late part
+            g_last_part_began = true;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+          finished[static_cast<size_t>(i)] = true;
+        });
+        ASSERT_EQ(wrong_n.load(), 0) << p.name << " round " << round;
+        for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
+          ASSERT_EQ(calls[static_cast<size_t>(i)].load(), i < expect ? 1 : 0)
+              << p.name << ", " << threads << " threads, round " << round << ", part " << i;
+          ASSERT_EQ(finished[static_cast<size_t>(i)].load(), i < expect)
+              << p.name << ": part " << i << " had not finished when the step went on";
+        }
+      }
+    }
+  }
+  EXPECT_GT(pool_calls.load(), 0) << "the thread pool was never asked";
+}
+
+TEST(HostThreads, SetHostThreadsChecksItsArgumentsAndReplacesThePool) {
+  const std::vector<int> errors = hostcalls::onThreadRanks(2, [](symmarComm_t comm, int) {
+    int wrong = 0;
+    for (int bad : {0, -3, symmar::kMaxHostThreads + 1}) {
+      wrong += symmarCommSetHostThreads(comm, bad, nullptr, nullptr) != symmarInvalidArgument;
+      wrong += std::string(symmarGetLastError(comm)).find("outside 1..64") == std::string::npos;
+    }
+    wrong += workerThreads(comm) != 1;  // unchanged by the refusals
+    wrong += symmarCommSetHostThreads(comm, 3, nullptr, nullptr) != symmarSuccess || workerThreads(comm) != 3;
+    wrong += symmarCommSetHostThreads(comm, 4, poolBackwardsOnTheCaller, nullptr) != symmarSuccess ||
+             workerThreads(comm) != 4;
+    wrong += symmarCommSetHostThreads(comm, 1, poolBackwardsOnTheCaller, nullptr) != symmarSuccess ||
+             workerThreads(comm) != 1;
+    return wrong;
+  });
+  EXPECT_EQ(errors, std::vector<int>(2, 0));
+  EXPECT_EQ(symmarCommSetHostThreads(nullptr, 2, nullptr, nullptr), symmarInvalidArgument);
+}
+
+TEST(HostThreads, TwoShotStepsOnAnEnginesPoolAreExactOnEveryRank) {
+  for (int world : {2, 3}) {
+    std::vector<std::atomic<int>> pool_calls(static_cast<size_t>(world));
+    const std::vector<int> errors = hostcalls::onThreadRanks(world, [&](symmarComm_t comm, int r) {
+      std::atomic<int>* calls = &pool_calls[static_cast<size_t>(r)];
+      // Rank 0 on a pool of threads, the others on pools that leave parts to the step or repeat them.
+      const symmarParallelForFn run =
+          r == 0 ? poolOnThreads : r == 1 ? poolThatSkipsOddParts : poolThatRepeatsAndStrays;
+      if (symmarCommSetHostThreads(comm, 3, run, calls) != symmarSuccess) return 1000;
+      return hostcalls::allReduceCalls(comm, r, world, 2, kLargeCounts);
+    });
+    for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
+    EXPECT_GT(pool_calls[0].load(), 0) << "world " << world << ": rank 0's steps never reached its pool";
+  }
+}
+
+TEST(HostThreads, HelpersOfAThreadBoundToOneCpuAreReported) {
+  const std::string log = "/tmp/symmar-host-threads-" + std::to_string(getpid()) + ".";
+  const std::vector<int> status = hostcalls::onForkedRanks(
+      2,
+      [&](int rank) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(0, &one);  // as an engine binds its main thread to its first core
+        sched_setaffinity(0, sizeof(one), &one);
+        setenv("SYMMAR_HOST_THREADS", rank == 0 ? "2" : "1", 1);
+        setenv("SYMMAR_DEBUG_FILE", (log + std::to_string(rank)).c_str(), 1);
+        symmar::reloadLogConfig();
+      },
+      [&](symmarComm_t comm, int rank) {
+        std::ifstream in(log + std::to_string(rank));
+        std::stringstream text;
+        text << in.rdbuf();
+        const bool warned = text.str().find("may run on 1 CPU(s), which its helpers inherit") != std::string::npos;
+        if (warned != (rank == 0)) return 11;
+        return hostcalls::allReduceCalls(comm, rank, 2, 1, kLargeCounts) ? 12 : 0;
+      });
+  for (int rank = 0; rank < 2; ++rank) {
+    std::remove((log + std::to_string(rank)).c_str());
+    EXPECT_EQ(status[static_cast<size_t>(rank)], 0)
+        << "rank " << rank << " (11: the warning " << (rank == 0 ? "missing" : "given without helpers")
+        << "; 12: a wrong result)";
+  }
 }
 
 TEST(HostThreads, TwoShotStepsOnHelperThreadsAreExactOnEveryRank) {

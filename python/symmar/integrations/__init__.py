@@ -15,6 +15,7 @@ no ctypes call and no Python object made per call, the collective through torch.
 """
 import contextlib
 import logging
+import os
 
 import torch
 import torch.distributed as dist
@@ -37,7 +38,7 @@ _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "
 _ALL_REDUCE_ = torch.ops.symmar.all_reduce_sum_.default
 _ALL_REDUCE = torch.ops.symmar.all_reduce_sum.default
 _ALL_GATHER = torch.ops.symmar.all_gather.default
-_REDUCE_SCATTER = torch.ops.symmar.reduce_scatter.default
+_REDUCE_SCATTER = torch.ops.symmar.reduce_scatter_sum.default
 # The counts the plan is read at, at creation: 1, then four points an octave up to 2^40 elements,
 # each change between two points found exactly by bisection. A change between two points that
 # changes back before the next (a row entry narrower than a quarter octave) is not seen: such a
@@ -111,6 +112,7 @@ class SymmarCommunicator:
         self._op_handle = 0  # the comm's name in torch.ops.symmar calls
         self._cpu, self._cuda_index = True, -1  # the device, as should_all_reduce compares it
         self._max_bytes = max_bytes
+        self.host_threads = 1  # the threads a host allreduce's large steps split over (_use_engine_threads)
         self.world_size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.device = None
@@ -132,8 +134,10 @@ class SymmarCommunicator:
             self._cpu = self.device.type == "cpu"
             self._cuda_index = -1 if self._cpu else self.device.index
             self._read_plan()
+            self.host_threads = self._use_engine_threads()
             self.disabled = False
-            _log.info("symmar communicator enabled: %s", self.comm.describe().split(";")[0])
+            _log.info("symmar communicator enabled: %s%s", self.comm.describe().split(";")[0],
+                      "; large steps on torch's %d threads" % self.host_threads if self.host_threads > 1 else "")
         else:
             self._decline(why)
         # The one-frame check and call (_taker); declined, they take nothing: the ranges stay empty.
@@ -180,6 +184,23 @@ class SymmarCommunicator:
         if self.comm is not None:
             self.comm.close()
             self.comm = None
+
+    def _use_engine_threads(self):
+        """On CPU, splits a large allreduce's steps over torch's intra-op threads, as the engines' own
+        CPU allreduces split theirs over their OpenMP threads (which the engine bound to the worker's
+        cores): where torch has several threads, the group's ranks times those threads fit the
+        machine's CPUs, libsymmar_torch is loaded, and SYMMAR_HOST_THREADS does not say otherwise.
+        Each rank's own choice: the results are the same bits either way. Returns the threads."""
+        threads = min(torch.get_num_threads(), 64)
+        if (not self._cpu or threads < 2 or "SYMMAR_HOST_THREADS" in os.environ or not _ops.compiled
+                or threads * self.world_size > (os.cpu_count() or 1)):
+            return 1
+        try:
+            self.comm.set_host_threads(threads, pool="torch")
+        except Exception as e:  # noqa: BLE001  (a comm spanning hosts): its steps stay on this thread
+            _log.info("symmar: large steps stay on the calling thread: %s", e)
+            return 1
+        return threads
 
     def _read_plan(self):
         """The counts symmar takes per dtype, from the comm's plan (the same on every rank), and its
