@@ -1,6 +1,7 @@
 #include "host/host_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -165,8 +166,14 @@ symmarResult_t HostBackend::peerInput(int p, uint64_t word, size_t bytes, size_t
 }
 
 symmarResult_t HostBackend::readPeerProcess(int p, char* dst, uint64_t remote, size_t bytes) {
-  if (crossMemoryRead(peer_pids_[static_cast<size_t>(p)], dst, remote, bytes)) return symmarSuccess;
-  const int err = errno;
+  // In parts, each its own system call; a part records its errno (the parts' threads have no say in
+  // this thread's error text).
+  std::atomic<int> failed{0};
+  inParts(bytes, 1, [&](int, size_t b, size_t n) {
+    if (!crossMemoryRead(peer_pids_[static_cast<size_t>(p)], dst + b, remote + b, n)) failed = errno ? errno : EIO;
+  });
+  if (failed == 0) return symmarSuccess;
+  const int err = failed;
   return sync_->failCall(fail(symmarPeerFailure, "rank %d's send buffer (%zu bytes at 0x%llx) could not be read from "
                               "its process: %s", commRank(p), bytes, static_cast<unsigned long long>(remote),
                               strerror(err)));

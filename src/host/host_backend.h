@@ -192,6 +192,19 @@ class HostBackend : public Backend {
       if (q.size() > 0) fn(i, q.begin, q.size());
     });
   }
+  /// copyBytes(dst, src, bytes) in parts on the rank's threads (inParts).
+  void copyInParts(char* dst, const char* src, size_t bytes) {
+    inParts(bytes, 1, [&](int, size_t b, size_t n) { copyBytes(dst + b, src + b, n); });
+  }
+  /// The sources (srcs_, one per rank) of the piece of a step that begins b elements of elem bytes
+  /// in, for the part that runs it: srcs_ itself for the piece at 0, else the part's own row of
+  /// part_srcs_, set to srcs_ advanced by b elements.
+  const void** partSources(int part, size_t b, size_t elem) {
+    if (b == 0) return srcs_.data();
+    const void** row = part_srcs_.data() + static_cast<size_t>(part) * static_cast<size_t>(world_);
+    for (int p = 0; p < world_; ++p) row[p] = static_cast<const char*>(srcs_[static_cast<size_t>(p)]) + b * elem;
+    return row;
+  }
   /// The least a worker thread's piece of a step is worth waking it for.
   static constexpr size_t kMinPartBytes = 64 << 10;
   /// The half of the staging buffer the next step may write without a barrier.

@@ -18,7 +18,9 @@
 // place, which every rank learns from the same barrier, the call ends with one more barrier.
 //
 // Where the comm uses the staging ring (sched::stagingRingShift) a call stages at its slot of the
-// ring, as the allreduce does, so that it does not write lines a peer read the call before.
+// ring, as the allreduce does, so that it does not write lines a peer read the call before. A rank
+// with several threads (SYMMAR_HOST_THREADS, symmarCommSetHostThreads) splits each copy and
+// reduction of 64 KiB a thread or more over them, as the two-shot allreduce does.
 #include <algorithm>
 #include <cstring>
 
@@ -82,7 +84,10 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
     if (input_offset == sched::kStagedInput) {  // streamed where plain writes were slow lately
       stageChunk((world_ - 1) * bytes, [&](auto copy) {
         for (int q = 0; q < world_; ++q) {
-          if (q != rank_) copy(staged + q * bytes, send + q * block + r.begin * elem, bytes);
+          if (q == rank_) continue;
+          char* to = staged + q * bytes;
+          const char* from = send + q * block + r.begin * elem;
+          inParts(bytes, 1, [&](int, size_t b, size_t n) { copy(to + b, from + b, n); });
         }
       });
     }
@@ -98,7 +103,9 @@ symmarResult_t HostBackend::runReduceScatter(const ScatterGatherCall& c) {
     }
     last_read_half_ = half;
     // In place the output chunk is this rank's input chunk: each block is read before it is written.
-    reduceRanks(recv + r.begin * elem, nullptr, srcs_.data(), world_, r.size(), c.dtype, c.op);
+    inParts(r.size(), elem, [&](int part, size_t b, size_t n) {
+      reduceRanks(recv + (r.begin + b) * elem, nullptr, partSources(part, b, elem), world_, n, c.dtype, c.op);
+    });
   }
   return read_in_place ? sync_->barrier(sched::kSlotEnd) : symmarSuccess;
 }
@@ -122,11 +129,15 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
     const size_t bytes = r.size() * elem;
     const int half = takeWriteHalf();
     if (input_word == sched::kStagedInput) {  // streamed where plain writes were slow lately
-      stageChunk(bytes, [&](auto copy) { copy(staging(rank_, half), send + r.begin * elem, bytes); });
+      char* staged = staging(rank_, half);
+      const char* from = send + r.begin * elem;
+      stageChunk(bytes, [&](auto copy) {
+        inParts(bytes, 1, [&](int, size_t b, size_t n) { copy(staged + b, from + b, n); });
+      });
     }
     // The own block needs no peer: copied while the peers stage theirs (in place it is there already).
     char* own = recv + rank_ * block + r.begin * elem;
-    if (own != send + r.begin * elem) copyBytes(own, send + r.begin * elem, bytes);
+    if (own != send + r.begin * elem) copyInParts(own, send + r.begin * elem, bytes);
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, input_word, k == 0 ? callSignature(c) : 0));
     const uint32_t epoch = sync_->epoch();
     for (int i = 1; i < world_; ++i) {
@@ -141,7 +152,7 @@ symmarResult_t HostBackend::runAllGather(const ScatterGatherCall& c) {
       const char* input = nullptr;  // a tagged word where the comm reads no processes is refused here
       SYMMAR_CHECK(peerInput(p, word, block, elem, &input));
       read_in_place = read_in_place || input != nullptr;
-      copyBytes(dst, input ? input + r.begin * elem : staging(p, half), bytes);
+      copyInParts(dst, input ? input + r.begin * elem : staging(p, half), bytes);
     }
     last_read_half_ = half;
   }

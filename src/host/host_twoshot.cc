@@ -75,11 +75,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
     } else {
       char* out = c.recv + (r.begin + mine.begin) * c.elem;
       inParts(mine.size(), c.elem, [&](int part, size_t b, size_t n) {
-        const void** part_srcs = srcs_.data();
-        if (b > 0) {  // a worker's piece: its own row of sources, b elements in
-          part_srcs = part_srcs_.data() + static_cast<size_t>(part) * static_cast<size_t>(world_);
-          for (int p = 0; p < world_; ++p) part_srcs[p] = static_cast<const char*>(srcs_[p]) + b * c.elem;
-        }
+        const void** part_srcs = partSources(part, b, c.elem);
         char* part_out = out + b * c.elem;
         if (stream) {
           // Reduced into the output, then streamed from there (in cache) to staging.
@@ -97,7 +93,7 @@ symmarResult_t HostBackend::runTwoShot(const Call& c) {
       const sched::Range s = sched::rankSlice(r.size(), world_, p, vec);
       char* dst = c.recv + (r.begin + s.begin) * c.elem;
       const char* from = staging(p, out_half) + s.begin * c.elem;
-      inParts(s.size() * c.elem, 1, [&](int, size_t b, size_t n) { copyBytes(dst + b, from + b, n); });
+      copyInParts(dst, from, s.size() * c.elem);
     }
     last_read_half_ = out_half;
     if (stream) staging_writes_.afterStreamed();

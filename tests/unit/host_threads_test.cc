@@ -3,7 +3,7 @@
 // thread of its own, the caller's part on the caller; an engine's pool that skips, repeats or
 // outlives parts still gets every part run exactly once before the step goes on; allreduces whose
 // two-shot steps split over helper threads or an engine's pool are exact on every rank with either
-// kind of staging store, at 2 and 3 ranks; ranks with different thread counts pair, since the bits
+// kind of staging store, at 2 and 3 ranks, and so are reduce-scatters and all-gathers; ranks with different thread counts pair, since the bits
 // do not depend on the count; and helpers that inherit a one-CPU affinity are reported.
 #include <gtest/gtest.h>
 
@@ -180,6 +180,27 @@ TEST(HostThreads, TwoShotStepsOnAnEnginesPoolAreExactOnEveryRank) {
     for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r;
     EXPECT_GT(pool_calls[0].load(), 0) << "world " << world << ": rank 0's steps never reached its pool";
   }
+}
+
+TEST(HostThreads, ReduceScattersAndAllGathersOnSeveralThreadsAreExactOnEveryRank) {
+  // Threads of one process (each rank on a different kind of pool), then processes, whose
+  // all-gathers read their peers' large send buffers from their processes in parts.
+  for (int world : {2, 3}) {
+    const std::vector<int> errors = hostcalls::onThreadRanks(world, [&](symmarComm_t comm, int r) {
+      const symmarParallelForFn run = r == 0 ? poolOnThreads : r == 1 ? poolBackwardsOnTheCaller : nullptr;
+      std::atomic<int> calls{0};
+      if (symmarCommSetHostThreads(comm, 3, run, &calls) != symmarSuccess) return 1000;
+      const int wrong = hostcalls::scatterGatherCalls(comm, r, world, 1);
+      return wrong + (r == 0 && calls == 0 ? 2000 : 0);
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r << " (2000: no step in parts)";
+    }
+  }
+  const std::vector<int> status = hostcalls::onForkedRanks(
+      2, [](int) { setenv("SYMMAR_HOST_THREADS", "3", 1); },
+      [](symmarComm_t comm, int rank) { return hostcalls::scatterGatherCalls(comm, rank, 2, 1) ? 12 : 0; });
+  EXPECT_EQ(status, std::vector<int>(2, 0)) << "forked ranks (12: a wrong result)";
 }
 
 TEST(HostThreads, HelpersOfAThreadBoundToOneCpuAreReported) {
