@@ -376,9 +376,9 @@ typedef void (*symmarPartFn)(void* arg, int part, int parts);
  */
 typedef void (*symmarParallelForFn)(symmarPartFn part, void* arg, int parts, void* user);
 /**
- * The threads this rank splits the copies and reductions of a host allreduce's large steps over
- * (a two-shot's steps that give each thread at least 64 KiB; SYMMAR_HOST_THREADS sets it at
- * creation). threads 1 (1..64): the calling thread alone. With run NULL the comm starts threads - 1
+ * The threads this rank splits the copies and reductions of a host comm's large steps over (the
+ * two-shot allreduce's, the reduce-scatter's and the all-gather's, where they give each thread at
+ * least 64 KiB; SYMMAR_HOST_THREADS sets it at creation). threads 1 (1..64): the calling thread alone. With run NULL the comm starts threads - 1
  * helper threads of its own, which inherit the calling thread's CPU affinity (a thread bound to one
  * CPU gives them only that CPU: bind it to several, or pass the engine's pool). With run set,
  * each step runs as up to `threads` parts through run(part, arg, parts, user), for example on

@@ -99,7 +99,7 @@ void EnginePool::runErased(int parts, const void* part, Call call) {
   step.call = call;
   step.parts = parts;
   run_(runEnginePart, &step, parts, user_);
-  const uint64_t all = parts == 64 ? ~uint64_t{0} : (uint64_t{1} << parts) - 1;
+  const uint64_t all = parts == kMaxHostThreads ? ~uint64_t{0} : (uint64_t{1} << parts) - 1;
   if (step.done.load(std::memory_order_acquire) == all) return;
   bool missed = false;
   for (int i = 0; i < parts; ++i) {
