@@ -112,7 +112,7 @@ class SymmarCommunicator:
         self._op_handle = 0  # the comm's name in torch.ops.symmar calls
         self._cpu, self._cuda_index = True, -1  # the device, as should_all_reduce compares it
         self._max_bytes = max_bytes
-        self.host_threads = 1  # the threads a host allreduce's large steps split over (_use_engine_threads)
+        self.host_threads = 1  # the threads a host collective's large steps split over (_use_engine_threads)
         self.world_size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.device = None
@@ -186,7 +186,7 @@ class SymmarCommunicator:
             self.comm = None
 
     def _use_engine_threads(self):
-        """On CPU, splits a large allreduce's steps over torch's intra-op threads, as the engines' own
+        """On CPU, splits large collectives' steps over torch's intra-op threads, as the engines' own
         CPU allreduces split theirs over their OpenMP threads (which the engine bound to the worker's
         cores): where torch has several threads, the group's ranks times those threads fit the
         machine's CPUs, libsymmar_torch is loaded, and SYMMAR_HOST_THREADS does not say otherwise.
