@@ -201,9 +201,14 @@ class HostBackend : public Backend {
   /// part_srcs_, set to srcs_ advanced by b elements.
   const void** partSources(int part, size_t b, size_t elem) {
     if (b == 0) return srcs_.data();
-    const void** row = part_srcs_.data() + static_cast<size_t>(part) * static_cast<size_t>(world_);
+    const void** row = sourcesOfPart(part);
     for (int p = 0; p < world_; ++p) row[p] = static_cast<const char*>(srcs_[static_cast<size_t>(p)]) + b * elem;
     return row;
+  }
+  /// A row of world_ source pointers for the part that runs a piece of a step: srcs_ for part 0,
+  /// else the part's own row of part_srcs_ (the caller fills it).
+  const void** sourcesOfPart(int part) {
+    return part == 0 ? srcs_.data() : part_srcs_.data() + static_cast<size_t>(part) * static_cast<size_t>(world_);
   }
   /// The least a worker thread's piece of a step is worth waking it for.
   static constexpr size_t kMinPartBytes = 64 << 10;

@@ -7,7 +7,8 @@
 //    its other staging half in the same pass; after an end barrier every rank copies the other
 //    owners' rows.
 // Each row is finished by exactly one code path with one summation order, so all ranks hold the
-// same bits. (The GPU's two-shot publishes the sums only and every rank finishes every row: there
+// same bits, whichever of a rank's threads (SYMMAR_HOST_THREADS, symmarCommSetHostThreads) takes
+// it: the copies and the rows of a chunk split over them, 64 KiB of rows a thread or more. (The GPU's two-shot publishes the sums only and every rank finishes every row: there
 // the arithmetic is nearly free. On a CPU core it is not: that form, tried here, took 1.15-1.4x
 // longer at 4-256 tokens of hidden 7168 bf16, 2 ranks, than finishing a row once and copying it.)
 #include <algorithm>
@@ -67,19 +68,24 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     // Streamed where plain writes were slow lately (staging_writes.h), and then the two-shot's
     // published rows are streamed too; otherwise the row kernel stores them as it finishes them.
     const bool stream = stageChunk((rows - mine.size()) * row_bytes, [&](auto copy) {
-      copy(staged, chunk_in, mine.begin * row_bytes);
-      copy(staged + mine.end * row_bytes, chunk_in + mine.end * row_bytes, (rows - mine.end) * row_bytes);
+      const size_t tail = mine.end * row_bytes;
+      inParts(mine.begin * row_bytes, 1, [&](int, size_t b, size_t n) { copy(staged + b, chunk_in + b, n); });
+      inParts((rows - mine.end) * row_bytes, 1,
+              [&](int, size_t b, size_t n) { copy(staged + tail + b, chunk_in + tail + b, n); });
     });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotStart, sched::kStagedInput, k == 0 ? callSignature(c, algo) : 0));
     // Row r from every rank's rows, summed in rank order; this rank's own row from its input,
     // still in its cache (where the staged copy may have been streamed past it).
-    const auto finishRow = [&](size_t r, const AddRmsNormRowCopy* copy) {
-      for (int p = 0; p < world_; ++p) srcs_[p] = staging(p, in_half) + r * row_bytes;
-      srcs_[rank_] = chunk_in + r * row_bytes;
-      finishAddRmsNormRow(c, r0 + r, srcs_.data(), world_, copy);
+    const auto finishRow = [&](int part, size_t r, const AddRmsNormRowCopy* copy) {
+      const void** srcs = sourcesOfPart(part);
+      for (int p = 0; p < world_; ++p) srcs[p] = staging(p, in_half) + r * row_bytes;
+      srcs[rank_] = chunk_in + r * row_bytes;
+      finishAddRmsNormRow(c, r0 + r, srcs, world_, copy);
     };
     if (algo != symmarAlgoTwoShot) {
-      for (size_t r = 0; r < rows; ++r) finishRow(r, nullptr);
+      inParts(rows, row_bytes, [&](int part, size_t b, size_t n) {
+        for (size_t r = b; r < b + n; ++r) finishRow(part, r, nullptr);
+      });
       last_read_half_ = in_half;
       continue;
     }
@@ -87,36 +93,38 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
     // same pass.
     const int out_half = in_half ^ 1;
     char* pub = staging(rank_, out_half);
-    for (size_t r = mine.begin; r < mine.end; ++r) {
-      char* row_pub = pub + r * out_row_bytes;
-      if (!stream) {
-        const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
-        finishRow(r, &copy);
-        continue;
+    inParts(mine.size(), row_bytes, [&](int part, size_t b, size_t n) {
+      for (size_t r = mine.begin + b; r < mine.begin + b + n; ++r) {
+        char* row_pub = pub + r * out_row_bytes;
+        if (!stream) {
+          const AddRmsNormRowCopy copy{row_pub, row_pub + part_bytes, row_pub + 2 * part_bytes};
+          finishRow(part, r, &copy);
+          continue;
+        }
+        // Finished into the outputs, then streamed from there (in cache) to staging: a plain store
+        // to a line the peer read before waits for that line, which is what made the staged write slow.
+        finishRow(part, r, nullptr);
+        simdStreamCopy(row_pub, static_cast<const char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
+        simdStreamCopy(row_pub + part_bytes, static_cast<const char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
+        if (fp8) {
+          simdStreamCopy(row_pub + 2 * part_bytes, static_cast<const char*>(c.fp8_out) + (r0 + r) * c.hidden,
+                         c.hidden);
+        }
       }
-      // Finished into the outputs, then streamed from there (in cache) to staging: a plain store
-      // to a line the peer read before waits for that line, which is what made the staged write slow.
-      finishRow(r, nullptr);
-      simdStreamCopy(row_pub, static_cast<const char*>(c.residual_out) + (r0 + r) * row_bytes, row_bytes);
-      simdStreamCopy(row_pub + part_bytes, static_cast<const char*>(c.norm_out) + (r0 + r) * row_bytes, row_bytes);
-      if (fp8) {
-        simdStreamCopy(row_pub + 2 * part_bytes, static_cast<const char*>(c.fp8_out) + (r0 + r) * c.hidden, c.hidden);
-      }
-    }
+    });
     SYMMAR_CHECK(sync_->barrier(sched::kSlotEnd));
     for (int i = 1; i < world_; ++i) {
       const int p = (rank_ + i) % world_;
       const sched::Range s = sched::rankSlice(rows, world_, p, 1);
       const char* theirs = staging(p, out_half);
-      for (size_t r = s.begin; r < s.end; ++r) {
-        copyBytes(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes, row_bytes);
-        copyBytes(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, theirs + r * out_row_bytes + part_bytes,
-                    row_bytes);
-        if (c.fp8_out) {
-          copyBytes(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, theirs + r * out_row_bytes + 2 * part_bytes,
-                      c.hidden);
+      inParts(s.size(), row_bytes, [&](int, size_t b, size_t n) {
+        for (size_t r = s.begin + b; r < s.begin + b + n; ++r) {
+          const char* row_pub = theirs + r * out_row_bytes;
+          copyBytes(static_cast<char*>(c.residual_out) + (r0 + r) * row_bytes, row_pub, row_bytes);
+          copyBytes(static_cast<char*>(c.norm_out) + (r0 + r) * row_bytes, row_pub + part_bytes, row_bytes);
+          if (fp8) copyBytes(static_cast<char*>(c.fp8_out) + (r0 + r) * c.hidden, row_pub + 2 * part_bytes, c.hidden);
         }
-      }
+      });
     }
     last_read_half_ = out_half;
   }
@@ -125,10 +133,12 @@ symmarResult_t HostBackend::allReduceAddRmsNorm(const AddRmsNormCall& c) {
 
 symmarResult_t HostBackend::addRmsNormRows(const AddRmsNormCall& c, const void* sums) {
   const size_t row_bytes = c.hidden * symmarTypeSize(c.dtype);
-  for (size_t r = 0; r < c.tokens; ++r) {
-    const void* row = static_cast<const char*>(sums) + r * row_bytes;
-    finishAddRmsNormRow(c, r, &row, 1);
-  }
+  inParts(c.tokens, row_bytes, [&](int, size_t b, size_t n) {
+    for (size_t r = b; r < b + n; ++r) {
+      const void* row = static_cast<const char*>(sums) + r * row_bytes;
+      finishAddRmsNormRow(c, r, &row, 1);
+    }
+  });
   return symmarSuccess;
 }
 

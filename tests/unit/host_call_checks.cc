@@ -70,10 +70,14 @@ int allReduceCalls(symmarComm_t comm, int rank, int world, int rounds, const std
 // must be the double sum exactly, norm_out that sum over its RMS to float rounding; returns the
 // wrong calls.
 int fusedCalls(symmarComm_t comm, int rank, int world, int rounds) {
+  return fusedCalls(comm, rank, world, rounds, {2, 4, 8, 19});
+}
+
+int fusedCalls(symmarComm_t comm, int rank, int world, int rounds, const std::vector<size_t>& row_counts) {
   constexpr size_t kHidden = 1024;
   int wrong = 0, call = 0;
   for (int round = 0; round < rounds; ++round) {
-    for (size_t tokens : {size_t(2), size_t(4), size_t(8), size_t(19)}) {
+    for (size_t tokens : row_counts) {
       const size_t n = tokens * kHidden;
       std::vector<float> in(n), res(n), norm(n), gamma(kHidden, 1.0f);
       std::vector<uint8_t> fp8(n);

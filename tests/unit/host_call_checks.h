@@ -26,6 +26,8 @@ int allReduceCalls(symmarComm_t comm, int rank, int world, int rounds, const std
 /// rows), one-shot and two-shot by turns, every other call of each form with an fp8 output too.
 /// Returns the wrong or failed calls.
 int fusedCalls(symmarComm_t comm, int rank, int world, int rounds);
+/// The same over the given row counts.
+int fusedCalls(symmarComm_t comm, int rank, int world, int rounds, const std::vector<size_t>& row_counts);
 
 /// rounds x 9 one-shot reduce-scatters and all-gathers by turns (in place every third call) of
 /// blocks of 2047 to 131073 elements. Returns the wrong or failed calls.

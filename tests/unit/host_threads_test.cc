@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "api/comm.h"
+#include "common/reference.h"
 #include "core/log.h"
 #include "host/host_backend.h"
 #include "host/worker_pool.h"
@@ -201,6 +204,72 @@ TEST(HostThreads, ReduceScattersAndAllGathersOnSeveralThreadsAreExactOnEveryRank
       2, [](int) { setenv("SYMMAR_HOST_THREADS", "3", 1); },
       [](symmarComm_t comm, int rank) { return hostcalls::scatterGatherCalls(comm, rank, 2, 1) ? 12 : 0; });
   EXPECT_EQ(status, std::vector<int>(2, 0)) << "forked ranks (12: a wrong result)";
+}
+
+TEST(HostThreads, FusedRowsOnSeveralThreadsAreExactOnEveryRank) {
+  // 67 and 200 rows of 4 KiB: every form's rows and copies split over 3 threads.
+  for (int world : {2, 3}) {
+    const std::vector<int> errors = hostcalls::onThreadRanks(world, [&](symmarComm_t comm, int r) {
+      const symmarParallelForFn run = r == 0 ? poolOnThreads : r == 1 ? nullptr : poolThatSkipsOddParts;
+      std::atomic<int> calls{0};
+      if (symmarCommSetHostThreads(comm, 3, run, &calls) != symmarSuccess) return 1000;
+      const int wrong = hostcalls::fusedCalls(comm, r, world, 1, {67, 200});
+      return wrong + (r == 0 && calls == 0 ? 2000 : 0);
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "world " << world << " rank " << r << " (2000: no step in parts)";
+    }
+  }
+}
+
+TEST(HostThreads, UnfusedRowsOnSeveralThreadsAreTheRowsOfOneThread) {
+  // The add and norm after an allreduce (the backend's addRmsNormRows), bf16 rows of 4096 from
+  // small integers, on 1 thread and then on 3: the same bits, and the norm of the float64 sums.
+  constexpr size_t kTokens = 70, kHidden = 4096;
+  std::vector<uint16_t> sums(kTokens * kHidden), residual(kTokens * kHidden), gamma(kHidden);
+  for (size_t i = 0; i < sums.size(); ++i) {
+    testref::storeElement(sums.data(), symmarBfloat16, i, static_cast<double>(static_cast<int>(i % 17) - 8));
+    testref::storeElement(residual.data(), symmarBfloat16, i, static_cast<double>(static_cast<int>(i % 5) - 2));
+  }
+  for (size_t i = 0; i < kHidden; ++i) testref::storeElement(gamma.data(), symmarBfloat16, i, 1.0);
+  std::vector<std::vector<uint16_t>> norms;
+  const std::vector<int> errors = hostcalls::onThreadRanks(1, [&](symmarComm_t comm, int) {
+    auto* host = dynamic_cast<symmar::HostBackend*>(comm->backend.get());
+    for (int threads : {1, 3}) {
+      if (!host || symmarCommSetHostThreads(comm, threads, nullptr, nullptr) != symmarSuccess) return 1;
+      std::vector<uint16_t> res_out(sums.size()), norm_out(sums.size());
+      symmar::AddRmsNormCall c{};  // no input: the sums stand for the allreduce's output
+      c.residual_in = residual.data();
+      c.residual_out = res_out.data();
+      c.norm_out = norm_out.data();
+      c.gamma = gamma.data();
+      c.eps = 1e-6f;
+      c.tokens = kTokens;
+      c.hidden = kHidden;
+      c.dtype = symmarBfloat16;
+      if (host->addRmsNormRows(c, sums.data()) != symmarSuccess) return 2;
+      norms.push_back(norm_out);
+    }
+    return 0;
+  });
+  ASSERT_EQ(errors, std::vector<int>{0});
+  ASSERT_EQ(norms.size(), 2u);
+  EXPECT_TRUE(norms[0] == norms[1]) << "3 threads changed the bits";
+  for (size_t t = 0; t < kTokens; ++t) {
+    double squares = 0;
+    for (size_t i = 0; i < kHidden; ++i) {
+      const double x = testref::loadElement(sums.data(), symmarBfloat16, t * kHidden + i) +
+                       testref::loadElement(residual.data(), symmarBfloat16, t * kHidden + i);
+      squares += x * x;
+    }
+    const double inv = 1.0 / std::sqrt(squares / kHidden + 1e-6);
+    for (size_t i = 0; i < kHidden; i += 511) {
+      const double x = testref::loadElement(sums.data(), symmarBfloat16, t * kHidden + i) +
+                       testref::loadElement(residual.data(), symmarBfloat16, t * kHidden + i);
+      const double got = testref::loadElement(norms[1].data(), symmarBfloat16, t * kHidden + i);
+      ASSERT_NEAR(got, x * inv, 1e-2 * std::fabs(x * inv) + 1e-3) << "row " << t << " element " << i;
+    }
+  }
 }
 
 TEST(HostThreads, HelpersOfAThreadBoundToOneCpuAreReported) {
