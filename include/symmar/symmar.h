@@ -377,15 +377,17 @@ typedef void (*symmarPartFn)(void* arg, int part, int parts);
 typedef void (*symmarParallelForFn)(symmarPartFn part, void* arg, int parts, void* user);
 /**
  * The threads this rank splits the copies and reductions of a host comm's large steps over (the
- * two-shot allreduce's, the reduce-scatter's and the all-gather's, where they give each thread at
- * least 64 KiB; SYMMAR_HOST_THREADS sets it at creation). threads 1 (1..64): the calling thread alone. With run NULL the comm starts threads - 1
- * helper threads of its own, which inherit the calling thread's CPU affinity (a thread bound to one
- * CPU gives them only that CPU: bind it to several, or pass the engine's pool). With run set,
- * each step runs as up to `threads` parts through run(part, arg, parts, user), for example on
- * the engine's OpenMP threads, which are then the only threads the comm uses; user must stay valid
- * until the comm is destroyed or this is called again. Not collective: each rank chooses for
- * itself (every element is reduced in rank order whatever the split, so the results are the same
- * bits); not while a collective of this comm runs. symmarUnsupported on a GPU comm.
+ * two-shot allreduce's, the reduce-scatter's, the all-gather's and the fused allreduce + add +
+ * RMSNorm's, where they give each thread at least 64 KiB; SYMMAR_HOST_THREADS sets it at
+ * creation). threads 1 (1..64): the calling thread alone. With run NULL the comm starts
+ * threads - 1 helper threads of its own, which inherit the calling thread's CPU affinity (a thread
+ * bound to one CPU gives them only that CPU: bind it to several, or pass the engine's pool). With
+ * run set, each step runs as up to `threads` parts through run(part, arg, parts, user), for
+ * example on the engine's OpenMP threads, which are then the only threads the comm uses; user must
+ * stay valid until the comm is destroyed or this is called again. Not collective: each rank
+ * chooses for itself (every element is reduced in rank order whatever the split, so the results
+ * are the same bits); not while a collective of this comm runs. symmarUnsupported on a GPU comm
+ * and on a comm spanning hosts.
  */
 symmarResult_t symmarCommSetHostThreads(symmarComm_t comm, int threads, symmarParallelForFn run, void* user);
 

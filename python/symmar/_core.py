@@ -228,7 +228,7 @@ class Comm:
 
     def set_host_threads(self, threads, pool=None):
         """The threads this rank splits a host comm's large steps over (the two-shot allreduce's, the
-        reduce-scatter's, the all-gather's; symmarCommSetHostThreads;
+        reduce-scatter's, the all-gather's, the fused norm's; symmarCommSetHostThreads;
         SYMMAR_HOST_THREADS sets it at creation): 1, this thread alone; pool None, threads - 1 helper
         threads of the comm's own, which inherit this thread's CPU affinity; pool "torch", torch's
         intra-op threads (needs libsymmar_torch), as engines' CPU allreduces use their OpenMP

@@ -47,8 +47,8 @@ const EnvVarInfo kRegistry[] = {
      "Host backend: largest chunk one barrier step moves (smaller keeps the working set in cache).", kSize, 1 << 20,
      4096, kTiB},
     {"SYMMAR_HOST_THREADS", "integer 1..64", "1",
-     "Host backend: threads a rank runs the copies and reductions of a two-shot allreduce, a reduce-scatter and "
-     "an all-gather on (itself and helpers, "
+     "Host backend: threads a rank runs the copies and reductions of a two-shot allreduce, a reduce-scatter, an "
+     "all-gather and the fused allreduce + add + RMSNorm on (itself and helpers, "
      "which inherit its CPU affinity), for steps of at least 64 KiB a thread; the rank's own choice (the same "
      "bits either way). For ranks that each have several cores, as engines' CPU allreduces use their OpenMP "
      "threads; symmarCommSetHostThreads sets it on a comm, or hands the steps to the engine's own pool.",
