@@ -71,8 +71,9 @@ namespace {
 // What an engine's pool calls for each part. The pool is another project's code: a part it calls
 // twice, with an index out of range, or not at all, or one still running when its call returns,
 // would leave a step half done or done twice (an in-place reduction then adds twice). So each part
-// is claimed before it runs, a claimed part is never run again, and when the pool returns the
-// calling thread runs every part nobody claimed and waits for the claimed ones to finish.
+// is claimed before it runs, a claimed part is never run again, and when the pool returns (or
+// throws: a C++ pool, such as torch's, may) the calling thread runs every part nobody claimed and
+// waits for the claimed ones to finish.
 struct EngineStep {
   const void* part;
   void (*call)(const void* part, int i, int n);
@@ -98,7 +99,10 @@ void EnginePool::runErased(int parts, const void* part, Call call) {
   step.part = part;
   step.call = call;
   step.parts = parts;
-  run_(runEnginePart, &step, parts, user_);
+  try {
+    run_(runEnginePart, &step, parts, user_);
+  } catch (...) {  // the parts it did not run are run below; the step itself does not fail
+  }
   const uint64_t all = parts == kMaxHostThreads ? ~uint64_t{0} : (uint64_t{1} << parts) - 1;
   if (step.done.load(std::memory_order_acquire) == all) return;
   bool missed = false;

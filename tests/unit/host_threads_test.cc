@@ -19,6 +19,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +100,10 @@ void poolThatRepeatsAndStrays(symmarPartFn part, void* arg, int parts, void*) {
     part(arg, i, parts);
   }
 }
+void poolThatThrowsAfterTheFirstPart(symmarPartFn part, void* arg, int parts, void*) {
+  part(arg, 0, parts);
+  throw std::runtime_error("the pool cannot start its threads");
+}
 // Set by a test's part when the last part has begun (and will take a while to finish).
 std::atomic<bool> g_last_part_began{false};
 void poolThatReturnsEarly(symmarPartFn part, void* arg, int parts, void*) {
@@ -118,6 +123,7 @@ TEST(EnginePool, EveryPartRunsExactlyOnceBeforeTheStepGoesOn) {
                {"backwards", poolBackwardsOnTheCaller},
                {"skips odd parts", poolThatSkipsOddParts},
                {"repeats and strays", poolThatRepeatsAndStrays},
+               {"throws", poolThatThrowsAfterTheFirstPart},
                {"returns early", poolThatReturnsEarly}};
   for (const auto& p : pools) {
     for (int threads : {2, 5, symmar::kMaxHostThreads}) {
