@@ -79,8 +79,8 @@ TEST(WorkerPool, OneThreadIsTheCallerAlone) {
   EXPECT_EQ(ids[0], std::this_thread::get_id());
 }
 
-// Engine pools as another project might write them (symmarParallelForFn), each recording nothing of
-// its own: the step's parts count their calls.
+// Engine pools as another project might write them (symmarParallelForFn), right and wrong ones;
+// poolOnThreads counts its calls in the std::atomic<int> its user pointer names.
 void poolOnThreads(symmarPartFn part, void* arg, int parts, void* calls) {
   std::vector<std::thread> threads;
   for (int i = 1; i < parts; ++i) threads.emplace_back(part, arg, i, parts);
